@@ -1,0 +1,7 @@
+"""``python -m mkpolicy``."""
+
+import sys
+
+from mkpolicy.cli.main import main
+
+sys.exit(main())

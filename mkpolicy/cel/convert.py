@@ -1,0 +1,101 @@
+"""Conversions between CEL runtime values and plain Python / JSON values.
+
+The public API (DESIGN.md §6) exchanges ``datetime``/``timedelta`` for timestamps and
+durations; inside, CEL keeps nanosecond precision. JSON conversion is what Kubernetes
+does when a CEL value becomes part of an object (a JSONPatch value, an ApplyConfiguration).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from mkpolicy.cel.errors import EvalError
+from mkpolicy.cel.runtime import type_name
+from mkpolicy.cel.values import (
+    CelType,
+    Duration,
+    ObjectValue,
+    OptionalValue,
+    Timestamp,
+    Uint,
+    format_duration,
+    format_timestamp,
+)
+
+
+def to_cel(value: Any) -> Any:
+    """Convert a plain Python value (public API) into a CEL runtime value."""
+    t = type(value)
+    if t in (str, int, float, bool, bytes, Uint) or value is None:
+        return value
+    if t is dict:
+        return {k: to_cel(v) for k, v in value.items()}
+    if t is list or t is tuple:
+        return [to_cel(v) for v in value]
+    if isinstance(value, _dt.datetime):
+        return Timestamp.from_datetime(value)
+    if isinstance(value, _dt.timedelta):
+        return Duration.from_timedelta(value)
+    if isinstance(value, (Timestamp, Duration, CelType, OptionalValue, ObjectValue)):
+        return value
+    if isinstance(value, Mapping):
+        return {k: to_cel(v) for k, v in value.items()}
+    if isinstance(value, int):  # IntEnum and friends
+        return int(value)
+    raise TypeError(f"cannot use a value of Python type {t.__name__} in CEL")
+
+
+def from_cel(value: Any) -> Any:
+    """Convert a CEL runtime value into the public API's plain Python value."""
+    t = type(value)
+    if t in (str, int, float, bool, bytes, Uint) or value is None:
+        return value
+    if t is list:
+        return [from_cel(v) for v in value]
+    if t is dict or t is ObjectValue:
+        return {from_cel(k): from_cel(v) for k, v in value.items()}
+    if t is Timestamp:
+        return value.to_datetime()
+    if t is Duration:
+        return value.to_timedelta()
+    if isinstance(value, Mapping):
+        return {from_cel(k): from_cel(v) for k, v in value.items()}
+    return value
+
+
+def to_json(value: Any) -> Any:
+    """Convert a CEL value into a JSON-compatible value, as Kubernetes serialises it.
+
+    Raises :class:`EvalError` for values JSON cannot hold (NaN, optionals, types).
+    """
+    t = type(value)
+    if t is str or t is bool or t is int or value is None:
+        return value
+    if t is float:
+        if math.isnan(value) or math.isinf(value):
+            raise EvalError(f"value {value} cannot be represented in JSON")
+        return value
+    if t is Uint:
+        return int(value)
+    if t is dict or t is ObjectValue:
+        out = {}
+        for k, v in value.items():
+            if type(k) is not str:
+                raise EvalError(f"map key {k!r} of type {type_name(k)} cannot be a JSON object key")
+            out[k] = to_json(v)
+        return out
+    if t is list or t is tuple:
+        return [to_json(v) for v in value]
+    if t is bytes:
+        return base64.b64encode(value).decode("ascii")
+    if t is Timestamp:
+        return format_timestamp(value)
+    if t is Duration:
+        return format_duration(value)
+    if isinstance(value, Mapping):
+        return to_json(dict(value))
+    raise EvalError(f"a value of type {type_name(value)} cannot be converted to JSON")

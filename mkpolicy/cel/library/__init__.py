@@ -1,0 +1,83 @@
+"""The function library of the CEL dialect.
+
+Each module of this package registers its functions into :data:`STANDARD` with
+:func:`function`. A function is looked up by name and call style (global ``f(x)`` or
+receiver ``x.f()``); its implementation takes plain runtime values (the receiver
+first) and raises :class:`~mkpolicy.cel.errors.EvalError` for unsupported argument
+types. ``arities`` lets the compiler reject wrong argument counts before evaluation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Function:
+    """One CEL function in one call style."""
+
+    name: str
+    impl: Callable[..., Any]
+    arities: frozenset[int]
+    receiver: bool
+    #: Called as ``cost(result, *args)`` after a successful call to charge work
+    #: proportional to the size of the arguments or result; None for constant cost.
+    cost: Callable[..., int] | None = None
+    #: Needs the evaluation's Budget as first argument (before the receiver).
+    needs_budget: bool = False
+
+
+class Library:
+    """A registry of functions, keyed by (name, receiver style)."""
+
+    def __init__(self) -> None:
+        self._functions: dict[tuple[str, bool], Function] = {}
+
+    def add(self, fn: Function) -> None:
+        """Register ``fn``; a later registration of the same name and style replaces it."""
+        self._functions[(fn.name, fn.receiver)] = fn
+
+    def lookup(self, name: str, receiver: bool) -> Function | None:
+        """The function called ``name`` in the given call style, if any."""
+        return self._functions.get((name, receiver))
+
+    def has_name(self, name: str) -> bool:
+        """True when ``name`` exists in either call style."""
+        return (name, True) in self._functions or (name, False) in self._functions
+
+    def names(self) -> list[str]:
+        """All function names, sorted."""
+        return sorted({name for name, _ in self._functions})
+
+
+STANDARD = Library()
+
+
+def function(
+    name: str,
+    *,
+    arities: Iterable[int],
+    receiver: bool = False,
+    cost: Callable[..., int] | None = None,
+    needs_budget: bool = False,
+    library: Library = STANDARD,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator registering a Python function as the CEL function ``name``.
+
+    ``arities`` counts the arguments without the receiver.
+    """
+
+    def register(impl: Callable[..., Any]) -> Callable[..., Any]:
+        library.add(Function(name, impl, frozenset(arities), receiver, cost, needs_budget))
+        return impl
+
+    return register
+
+
+def load_standard() -> Library:
+    """Import every library module (they register on import) and return the registry."""
+    from mkpolicy.cel.library import core, kubernetes, optional, time  # noqa: F401
+
+    return STANDARD

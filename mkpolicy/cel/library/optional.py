@@ -1,0 +1,75 @@
+"""Optional values (cel-go's optional library, enabled by Kubernetes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mkpolicy.cel.errors import EvalError, no_overload
+from mkpolicy.cel.library import function
+from mkpolicy.cel.values import OPTIONAL_NONE, CelType, Duration, ObjectValue, OptionalValue, Timestamp
+
+
+@function("optional.of", arities=[1])
+def optional_of(value: Any) -> OptionalValue:
+    return OptionalValue(value)
+
+
+@function("optional.none", arities=[0])
+def optional_none() -> OptionalValue:
+    return OPTIONAL_NONE
+
+
+def is_zero_value(value: Any) -> bool:
+    """True for CEL zero values: null, false, 0, 0u, 0.0, "", b"", [], {}, zero durations."""
+    t = type(value)
+    if value is None:
+        return True
+    if t is bool:
+        return not value
+    if t in (int, float, str, bytes, list, dict, tuple, ObjectValue) or isinstance(value, int):
+        return not bool(value)
+    if t is Duration:
+        return bool(value.nanos == 0)
+    if t is Timestamp:
+        return bool(value.nanos_since_epoch == 0)
+    if t is CelType or t is OptionalValue:
+        return False
+    return False
+
+
+@function("optional.ofNonZeroValue", arities=[1])
+def optional_of_non_zero(value: Any) -> OptionalValue:
+    return OPTIONAL_NONE if is_zero_value(value) else OptionalValue(value)
+
+
+def _optional(function_name: str, value: Any) -> OptionalValue:
+    if type(value) is not OptionalValue:
+        raise no_overload(function_name, value)
+    return value
+
+
+@function("hasValue", arities=[0], receiver=True)
+def has_value(opt: Any) -> bool:
+    return _optional("hasValue", opt).has_value
+
+
+@function("value", arities=[0], receiver=True)
+def value(opt: Any) -> Any:
+    o = _optional("value", opt)
+    if not o.has_value:
+        raise EvalError("optional.none() dereference")
+    return o.value
+
+
+@function("orValue", arities=[1], receiver=True)
+def or_value(opt: Any, default: Any) -> Any:
+    o = _optional("orValue", opt)
+    return o.value if o.has_value else default
+
+
+@function("or", arities=[1], receiver=True)
+def or_(opt: Any, other: Any) -> Any:
+    o = _optional("or", opt)
+    if o.has_value:
+        return o
+    return _optional("or", other)

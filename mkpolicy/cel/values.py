@@ -1,0 +1,254 @@
+"""CEL runtime values that plain Python has no type for.
+
+CEL values are plain Python values wherever possible (``bool``, ``int``, ``float``,
+``str``, ``bytes``, ``None``, ``list``, ``dict``) so that Kubernetes objects decoded
+from JSON need no conversion. The classes here cover the rest: ``uint``, timestamps and
+durations with nanosecond precision, optionals, type values and the message-like
+values built by ``Object{...}`` and ``JSONPatch{...}``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any, ClassVar
+
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+UINT64_MAX = 2**64 - 1
+
+
+class Uint(int):
+    """A CEL ``uint`` (uint64). Arithmetic on it goes through the CEL runtime."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"Uint({int(self)})"
+
+
+class CelType:
+    """A CEL type value, as returned by ``type(x)`` or named by ``int``, ``string``..."""
+
+    __slots__ = ("name",)
+    _registry: ClassVar[dict[str, CelType]] = {}
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    @classmethod
+    def named(cls, name: str) -> CelType:
+        """Return the interned type value called ``name``."""
+        found = cls._registry.get(name)
+        if found is None:
+            found = cls._registry[name] = cls(name)
+        return found
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CelType) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(("CelType", self.name))
+
+    def __repr__(self) -> str:
+        return f"CelType({self.name!r})"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+INT_TYPE = CelType.named("int")
+UINT_TYPE = CelType.named("uint")
+DOUBLE_TYPE = CelType.named("double")
+BOOL_TYPE = CelType.named("bool")
+STRING_TYPE = CelType.named("string")
+BYTES_TYPE = CelType.named("bytes")
+LIST_TYPE = CelType.named("list")
+MAP_TYPE = CelType.named("map")
+NULL_TYPE = CelType.named("null_type")
+TYPE_TYPE = CelType.named("type")
+TIMESTAMP_TYPE = CelType.named("google.protobuf.Timestamp")
+DURATION_TYPE = CelType.named("google.protobuf.Duration")
+OPTIONAL_TYPE = CelType.named("optional_type")
+
+#: Type identifiers that resolve to type values when no variable shadows them.
+TYPE_IDENTIFIERS: dict[str, CelType] = {
+    "int": INT_TYPE,
+    "uint": UINT_TYPE,
+    "double": DOUBLE_TYPE,
+    "bool": BOOL_TYPE,
+    "string": STRING_TYPE,
+    "bytes": BYTES_TYPE,
+    "list": LIST_TYPE,
+    "map": MAP_TYPE,
+    "null_type": NULL_TYPE,
+    "type": TYPE_TYPE,
+    "google.protobuf.Timestamp": TIMESTAMP_TYPE,
+    "google.protobuf.Duration": DURATION_TYPE,
+    "optional_type": OPTIONAL_TYPE,
+}
+
+
+class OptionalValue:
+    """A CEL ``optional_type`` value: either empty or holding one value."""
+
+    __slots__ = ("_has", "_value")
+
+    def __init__(self, value: Any = None, has_value: bool = True) -> None:
+        self._value = value
+        self._has = has_value
+
+    @property
+    def has_value(self) -> bool:
+        """True when the optional holds a value."""
+        return self._has
+
+    @property
+    def value(self) -> Any:
+        """The held value (only meaningful when :attr:`has_value`)."""
+        return self._value
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, OptionalValue):
+            return False
+        if not self._has or not other._has:
+            return self._has == other._has
+        from mkpolicy.cel.runtime import cel_equal  # local: runtime imports this module
+
+        return cel_equal(self._value, other._value)
+
+    def __hash__(self) -> int:
+        return hash(("optional", self._has))
+
+    def __repr__(self) -> str:
+        return f"optional.of({self._value!r})" if self._has else "optional.none()"
+
+
+OPTIONAL_NONE = OptionalValue(None, has_value=False)
+
+
+class ObjectValue(dict[str, Any]):
+    """A message-like value built by ``Name{field: value, ...}``.
+
+    Kubernetes uses ``Object{...}`` (and nested ``Object.spec{...}``) for
+    ApplyConfiguration and ``JSONPatch{...}`` for JSON patches. The value behaves as a
+    map of the fields that were set; ``type_name`` remembers the message name.
+    """
+
+    __slots__ = ("type_name",)
+
+    def __init__(self, type_name: str, fields: dict[str, Any] | None = None) -> None:
+        super().__init__(fields or {})
+        self.type_name = type_name
+
+    def __repr__(self) -> str:
+        return f"{self.type_name}{dict.__repr__(self)}"
+
+
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+# CEL timestamps span 0001-01-01T00:00:00Z .. 9999-12-31T23:59:59.999999999Z.
+TIMESTAMP_MIN_SECONDS = -62135596800
+TIMESTAMP_MAX_SECONDS = 253402300799
+# CEL durations span roughly +-10000 years.
+DURATION_MAX_SECONDS = 315576000000
+_NS = 1_000_000_000
+
+
+class Timestamp:
+    """A point in time with nanosecond precision (seconds since the epoch, UTC)."""
+
+    __slots__ = ("nanos_since_epoch",)
+
+    def __init__(self, nanos_since_epoch: int) -> None:
+        self.nanos_since_epoch = nanos_since_epoch
+
+    @classmethod
+    def from_datetime(cls, value: _dt.datetime) -> Timestamp:
+        """Convert an aware (or naive, taken as UTC) datetime."""
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=_dt.UTC)
+        delta = value - _EPOCH
+        return cls((delta.days * 86400 + delta.seconds) * _NS + delta.microseconds * 1000)
+
+    def to_datetime(self) -> _dt.datetime:
+        """Return an aware UTC datetime (nanoseconds are truncated to microseconds)."""
+        return _EPOCH + _dt.timedelta(microseconds=self.nanos_since_epoch // 1000)
+
+    @property
+    def seconds(self) -> int:
+        """Whole seconds since the epoch (floored)."""
+        return self.nanos_since_epoch // _NS
+
+    @property
+    def nanos(self) -> int:
+        """Nanoseconds within the second."""
+        return self.nanos_since_epoch % _NS
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Timestamp) and other.nanos_since_epoch == self.nanos_since_epoch
+
+    def __lt__(self, other: Timestamp) -> bool:
+        return self.nanos_since_epoch < other.nanos_since_epoch
+
+    def __hash__(self) -> int:
+        return hash(("ts", self.nanos_since_epoch))
+
+    def __repr__(self) -> str:
+        return f"timestamp({format_timestamp(self)!r})"
+
+
+class Duration:
+    """A signed span of time with nanosecond precision."""
+
+    __slots__ = ("nanos",)
+
+    def __init__(self, nanos: int) -> None:
+        self.nanos = nanos
+
+    @classmethod
+    def from_timedelta(cls, value: _dt.timedelta) -> Duration:
+        """Convert a timedelta."""
+        return cls(((value.days * 86400 + value.seconds) * 1_000_000 + value.microseconds) * 1000)
+
+    def to_timedelta(self) -> _dt.timedelta:
+        """Return a timedelta (nanoseconds are truncated to microseconds)."""
+        return _dt.timedelta(microseconds=int(self.nanos / 1000))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Duration) and other.nanos == self.nanos
+
+    def __lt__(self, other: Duration) -> bool:
+        return self.nanos < other.nanos
+
+    def __hash__(self) -> int:
+        return hash(("dur", self.nanos))
+
+    def __repr__(self) -> str:
+        return f"duration({format_duration(self)!r})"
+
+
+def format_timestamp(ts: Timestamp) -> str:
+    """RFC 3339 in UTC with 0, 3, 6 or 9 fraction digits, as protobuf's JSON does."""
+    seconds, nanos = divmod(ts.nanos_since_epoch, _NS)
+    base = (_EPOCH + _dt.timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%S")
+    if len(base) < 19:  # years below 1000 are not zero-padded by every libc
+        year, rest = base.split("-", 1)
+        base = f"{int(year):04d}-{rest}"
+    if nanos == 0:
+        frac = ""
+    elif nanos % 1_000_000 == 0:
+        frac = f".{nanos // 1_000_000:03d}"
+    elif nanos % 1000 == 0:
+        frac = f".{nanos // 1000:06d}"
+    else:
+        frac = f".{nanos:09d}"
+    return f"{base}{frac}Z"
+
+
+def format_duration(d: Duration) -> str:
+    """Protobuf JSON form: signed decimal seconds with an ``s`` suffix (``-1.5s``)."""
+    sign = "-" if d.nanos < 0 else ""
+    seconds, nanos = divmod(abs(d.nanos), _NS)
+    if nanos == 0:
+        return f"{sign}{seconds}s"
+    frac = f"{nanos:09d}".rstrip("0")
+    return f"{sign}{seconds}.{frac}s"

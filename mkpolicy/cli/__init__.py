@@ -1,0 +1,1 @@
+"""The ``mkpolicy`` command line. Thin: parsing and printing around the library."""

@@ -1,0 +1,76 @@
+"""Entry point of the ``mkpolicy`` command.
+
+Subcommands live in their own modules (``mkpolicy.cli.<name>``) with two functions:
+``configure(parser)`` adds arguments (cheap, no heavy imports) and ``run(args) -> int``
+does the work, importing what it needs. ``mkpolicy --help`` therefore loads nothing
+but argparse.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+#: (name, module, one-line help), in the order ``--help`` lists them.
+COMMANDS: list[tuple[str, str, str]] = [
+    ("validate", "mkpolicy.cli.validate", "check policy files: YAML, fields, GVKs, CEL compilation"),
+    ("apply", "mkpolicy.cli.apply", "dry run: the worker copy (create) or status patch (sync) of an object"),
+]
+
+EPILOG = """\
+examples:
+  mkpolicy validate policies/
+  mkpolicy apply --policy policies/tekton-pipelinerun.yaml --phase create \\
+      -f examples/tekton/pipelinerun.yaml --workload-name wl-1 --cluster worker1
+  mkpolicy apply --policy policies/ --phase sync -f manager.yaml --worker-object worker.yaml -o diff
+
+exit codes: 0 success, 1 findings or a failing policy, 2 usage or input error.
+Run 'mkpolicy COMMAND --help' for the options of a command.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser (subcommand modules are imported, their work is not)."""
+    parser = argparse.ArgumentParser(
+        prog="mkpolicy",
+        description="Declarative FrameworkPolicies for Kueue MultiKueue: author, lint, test and run "
+        "CEL creation and sync patches for job kinds Kueue does not know natively.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version="%(prog)s 0.1.0")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, module_name, help_text in COMMANDS:
+        module = importlib.import_module(module_name)
+        child = sub.add_parser(
+            name,
+            help=help_text,
+            description=module.__doc__,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        module.configure(child)
+        child.set_defaults(_module=module_name)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    module = importlib.import_module(args._module)
+    try:
+        code: int = module.run(args)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,213 @@
+"""CEL expressions of a policy, compiled once, with errors located in the policy file."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from mkpolicy.cel import Environment, Program
+from mkpolicy.cel.ast import Call, Comprehension, Ident, ListLit, Literal, MapLit, Node, Select, StructLit
+from mkpolicy.cel.convert import to_json
+from mkpolicy.cel.errors import CelCompileError, CelCostError, CelExpressionError, EvalError
+from mkpolicy.cel.runtime import LazyMap, type_name
+from mkpolicy.cel.values import ObjectValue
+from mkpolicy.errors import CelError, Location, PatchError
+from mkpolicy.policy.source import Path
+
+#: The variables every policy expression can use (DESIGN.md §2).
+POLICY_VARIABLES = frozenset(
+    {"object", "managerObject", "workerObject", "workload", "workloadName", "origin", "cluster", "params", "variables"}
+)
+
+
+class Locator:
+    """Turns positions inside an expression into file locations."""
+
+    def __init__(self, policy: Any | None = None) -> None:
+        self.policy = policy
+
+    def locate(self, path: Path, expression: str, offset: int | None, where: str) -> Location:
+        """The location of ``offset`` in the expression stored at ``path``."""
+        if self.policy is None:
+            return Location(where=where)
+        loc: Location = self.policy.locate(path, value=expression, offset=offset, where=where)
+        return loc
+
+
+class PolicyExpression:
+    """One compiled expression, knowing where it came from (for error messages)."""
+
+    __slots__ = ("expression", "locator", "path", "program", "where")
+
+    def __init__(self, expression: str, path: Path, where: str, locator: Locator, env: Environment) -> None:
+        self.expression = expression
+        self.path = path
+        self.where = where
+        self.locator = locator
+        try:
+            self.program = Program(expression, env)
+        except CelExpressionError as exc:
+            raise self.relocate(exc) from None
+
+    @property
+    def ast(self) -> Node:
+        """The expression's syntax tree."""
+        return self.program.ast
+
+    def location(self, offset: int | None = None) -> Location:
+        """The file location of ``offset`` in this expression (its start by default)."""
+        return self.locator.locate(self.path, self.expression, offset if offset is not None else 0, self.where)
+
+    def relocate(self, exc: CelExpressionError) -> CelError:
+        """``exc`` positioned in the policy file."""
+        return exc.relocated(self.location(exc.offset))
+
+    def error(self, message: str) -> PatchError:
+        """A PatchError located at this expression."""
+        return PatchError(message, self.location())
+
+    def evaluate(self, bindings: Mapping[str, Any]) -> Any:
+        """Evaluate, raising errors located in the policy file."""
+        try:
+            return self.program.evaluate(bindings)
+        except CelExpressionError as exc:
+            raise self.relocate(exc) from None
+
+
+def lazy_variables(variables: list[tuple[str, PolicyExpression]], bindings: dict[str, Any]) -> LazyMap:
+    """The ``variables`` map: each variable is evaluated on first use, against ``bindings``."""
+    by_name = dict(variables)
+
+    def compute(name: str) -> Any:
+        try:
+            return by_name[name].program.evaluate(bindings)
+        except CelExpressionError as exc:
+            located = by_name[name].relocate(exc)
+            raise EvalError(
+                f"variable {name!r} failed at {located.location}: {exc.message}", cost=isinstance(exc, CelCostError)
+            ) from None
+
+    return LazyMap(list(by_name), compute)
+
+
+# -- result shapes ----------------------------------------------------------------------
+
+
+def check_apply_configuration_shape(expr: PolicyExpression) -> None:
+    """Reject ApplyConfiguration expressions that cannot produce an ``Object{...}``."""
+    bad = _not_object(expr.ast)
+    if bad is not None:
+        exc = CelCompileError(
+            f"an ApplyConfiguration expression must evaluate to an Object{{...}} value; found {_describe(bad)}",
+            expr.expression,
+            bad.pos,
+        )
+        raise expr.relocate(exc)
+
+
+def check_json_patch_shape(expr: PolicyExpression) -> None:
+    """Reject JSONPatch expressions that cannot produce a list of ``JSONPatch{...}``."""
+    node = expr.ast
+    if isinstance(node, (StructLit, MapLit, Literal)):
+        exc = CelCompileError(
+            f"a JSONPatch expression must evaluate to a list of JSONPatch{{...}} values; found {_describe(node)}",
+            expr.expression,
+            node.pos,
+        )
+        raise expr.relocate(exc)
+    if isinstance(node, ListLit):
+        for element in node.elements:
+            if isinstance(element, (StructLit, MapLit, Literal, ListLit)) and not (
+                isinstance(element, StructLit) and element.type_name == "JSONPatch"
+            ):
+                exc = CelCompileError(
+                    f"a JSONPatch expression's list must hold JSONPatch{{...}} values; found {_describe(element)}",
+                    expr.expression,
+                    element.pos,
+                )
+                raise expr.relocate(exc)
+
+
+def _not_object(node: Node) -> Node | None:
+    """The sub-expression that proves the result is not an Object, or None."""
+    if isinstance(node, StructLit):
+        return None if node.type_name.lstrip(".") == "Object" else node
+    if isinstance(node, Call) and node.function == "_?_:_" and node.target is None:
+        return _not_object(node.args[1]) or _not_object(node.args[2])
+    if isinstance(node, Comprehension) and node.macro == "bind":
+        return _not_object(node.args[0])
+    if isinstance(node, Select) and isinstance(node.operand, Ident) and node.operand.name == "variables":
+        return None  # checked at run time
+    if isinstance(node, Call) and node.function == "dyn":
+        return None
+    return node
+
+
+def _describe(node: Node) -> str:
+    if isinstance(node, StructLit):
+        return f"a {node.type_name}{{...}} value"
+    if isinstance(node, MapLit):
+        return "a map literal (write Object{...} instead of {...})"
+    if isinstance(node, ListLit):
+        return "a list"
+    if isinstance(node, Literal):
+        return f"the constant {node.value!r}"
+    if isinstance(node, Ident):
+        return f"the variable {node.name!r} (not an Object{{...}})"
+    if isinstance(node, Select):
+        return f"the field '{node.field}' (not an Object{{...}})"
+    if isinstance(node, Call):
+        return f"the result of '{node.function}'"
+    return "an expression of another type"
+
+
+def json_patch_operations(value: Any, expr: PolicyExpression) -> list[dict[str, Any]]:
+    """Convert a JSONPatch expression's result into JSON patch operations."""
+    if not isinstance(value, list):
+        raise expr.error(f"a JSONPatch expression must return a list of JSONPatch; found {type_name(value)}")
+    ops = []
+    for i, item in enumerate(value):
+        if type(item) is not ObjectValue or item.type_name != "JSONPatch":
+            raise expr.error(f"element {i} of the JSONPatch list is a {type_name(item)}, not a JSONPatch{{...}}")
+        op: dict[str, Any] = {}
+        for key in ("op", "path", "from"):
+            if key in item:
+                if type(item[key]) is not str:
+                    raise expr.error(f"JSONPatch {i}: {key!r} must be a string; found {type_name(item[key])}")
+                op[key] = item[key]
+        for key in ("op", "path"):
+            if key not in op:
+                raise expr.error(f"JSONPatch {i} has no {key!r}")
+        if "value" in item:
+            try:
+                op["value"] = to_json(item["value"])
+            except EvalError as exc:
+                raise expr.error(f"JSONPatch {i}: value cannot be written to an object: {exc.message}") from None
+        ops.append(op)
+    return ops
+
+
+def apply_configuration_value(value: Any, expr: PolicyExpression) -> dict[str, Any]:
+    """Convert an ApplyConfiguration expression's result into a plain patch object."""
+    if type(value) is not ObjectValue or value.type_name != "Object":
+        raise expr.error(f"an ApplyConfiguration expression must return an Object{{...}}; found {type_name(value)}")
+    try:
+        result = to_json(value)
+    except EvalError as exc:
+        raise expr.error(f"the Object cannot be written to an object: {exc.message}") from None
+    _check_type_names(value, "Object", expr)
+    assert isinstance(result, dict)
+    return result
+
+
+def _check_type_names(value: ObjectValue, expected: str, expr: PolicyExpression) -> None:
+    # Kubernetes checks that Object.spec{...} sits under the field spec, etc.
+    if value.type_name != expected:
+        raise expr.error(f"type mismatch: {value.type_name}{{...}} is set where {expected}{{...}} belongs")
+    for key, child in value.items():
+        if type(child) is ObjectValue:
+            _check_type_names(child, f"{expected}.{key}", expr)
+        elif isinstance(child, list):
+            for item in child:
+                if type(item) is ObjectValue:
+                    _check_type_names(item, f"{expected}.{key}", expr)

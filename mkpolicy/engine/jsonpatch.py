@@ -1,0 +1,242 @@
+"""JSON Patch (RFC 6902) with the behaviour Kubernetes' MutatingAdmissionPolicy has.
+
+Kubernetes applies ``JSONPatch`` mutations with the json-patch library it vendors
+(evanphx/json-patch v4). The ``jsonpatch`` package is used where it behaves the same
+(pointer parsing, ``move``, ``copy``, validation of operations); the operations that
+differ are subclassed. Differences from textbook RFC 6902, all on purpose:
+
+* ``replace`` of a missing object member adds it (RFC: error).
+* ``add`` and ``remove`` accept negative array indices counted from the end
+  (``-1`` is the last element; for ``add``, ``-1`` inserts before the end... exactly
+  as v4 does: index ``i < 0`` becomes ``len + 1 + i``); RFC: error.
+* ``add``/``replace`` without ``value`` store ``null`` (v4 sends no value: null).
+* A failing ``test`` is not an error: the whole patch is discarded and the object is
+  returned unchanged (Kubernetes' MAP plugin does this).
+* ``test`` compares JSON values: ``1`` equals ``1.0``, ``true`` does not equal ``1``.
+
+Deliberate deviations from Kubernetes, where v4 misbehaves:
+
+* A path that does not start with ``/`` is an error (v4 silently treats ``a/b`` as ``/b``).
+* The root path ``""`` is an error for every operation (v4 errors for most, panics for some).
+* ``replace`` with a negative index is an error (v4 panics).
+
+Application is copy-on-write: containers along each operation's path are copied, the
+rest of the document is shared with the input, which is never modified.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+import jsonpatch
+import jsonpointer
+
+from mkpolicy.errors import PatchError
+
+
+class TestFailed(Exception):
+    """A ``test`` operation did not hold: Kubernetes discards the whole patch."""
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """JSON value equality: numbers by value, booleans distinct from numbers."""
+    ta, tb = type(a), type(b)
+    if ta is bool or tb is bool:
+        return ta is tb and a == b
+    if ta in (int, float) and tb in (int, float):
+        return bool(a == b)
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    return ta is tb and bool(a == b)
+
+
+def _parent(op: jsonpatch.PatchOperation, doc: Any) -> tuple[Any, str]:
+    """The container holding the operation's target, and the raw last token."""
+    parts = op.pointer.parts
+    cur = doc
+    for part in parts[:-1]:
+        if isinstance(cur, dict):
+            if part not in cur:
+                raise PatchError(f"missing path: {op.location!r} (no member {part!r})")
+            cur = cur[part]
+        elif isinstance(cur, list):
+            if not part.isdigit() or (len(part) > 1 and part[0] == "0") or int(part) >= len(cur):
+                raise PatchError(f"missing path: {op.location!r} (no array element {part!r})")
+            cur = cur[int(part)]
+        else:
+            raise PatchError(f"missing path: {op.location!r} ({part!r} is inside a scalar)")
+    return cur, parts[-1]
+
+
+def _index(token: str, location: str, allow_negative: bool) -> int:
+    try:
+        value = int(token)
+    except ValueError:
+        raise PatchError(f"invalid array index {token!r} in {location!r}") from None
+    if value < 0 and not allow_negative:
+        raise PatchError(f"invalid array index {token!r} in {location!r}")
+    return value
+
+
+class _Add(jsonpatch.AddOperation):
+    def apply(self, obj: Any) -> Any:
+        container, token = _parent(self, obj)
+        value = self.operation.get("value")
+        if isinstance(container, dict):
+            container[token] = value
+        elif isinstance(container, list):
+            if token == "-":
+                container.append(value)
+                return obj
+            i = _index(token, self.location, allow_negative=True)
+            size = len(container) + 1
+            if i >= size or i < -size:
+                raise PatchError(f"array index {i} out of range for add at {self.location!r} (length {size - 1})")
+            container.insert(i + size if i < 0 else i, value)
+        else:
+            raise PatchError(f"cannot add {self.location!r}: the parent is not an object or array")
+        return obj
+
+
+class _Remove(jsonpatch.RemoveOperation):
+    def apply(self, obj: Any) -> Any:
+        container, token = _parent(self, obj)
+        if isinstance(container, dict):
+            if token not in container:
+                raise PatchError(f"cannot remove {self.location!r}: the member does not exist")
+            del container[token]
+        elif isinstance(container, list):
+            i = _index(token, self.location, allow_negative=True)
+            if i >= len(container) or i < -len(container):
+                raise PatchError(f"array index {i} out of range for remove at {self.location!r}")
+            del container[i]
+        else:
+            raise PatchError(f"cannot remove {self.location!r}: the parent is not an object or array")
+        return obj
+
+
+class _Replace(jsonpatch.ReplaceOperation):
+    def apply(self, obj: Any) -> Any:
+        container, token = _parent(self, obj)
+        value = self.operation.get("value")
+        if isinstance(container, dict):
+            container[token] = value  # Kubernetes: a missing member is added
+        elif isinstance(container, list):
+            i = _index(token, self.location, allow_negative=False)
+            if i >= len(container):
+                raise PatchError(f"array index {i} out of range for replace at {self.location!r}")
+            container[i] = value
+        else:
+            raise PatchError(f"cannot replace {self.location!r}: the parent is not an object or array")
+        return obj
+
+
+class _Test(jsonpatch.TestOperation):
+    def apply(self, obj: Any) -> Any:
+        if "value" not in self.operation:
+            raise PatchError(f"test at {self.location!r} has no value")
+        try:
+            container, token = _parent(self, obj)
+        except PatchError:
+            raise TestFailed(self.location) from None
+        expected = self.operation["value"]
+        if isinstance(container, dict):
+            if token not in container:
+                raise TestFailed(self.location)
+            actual = container[token]
+        elif isinstance(container, list):
+            if not token.isdigit() or int(token) >= len(container):
+                raise TestFailed(self.location)
+            actual = container[int(token)]
+        else:
+            raise TestFailed(self.location)
+        if not json_equal(actual, expected):
+            raise TestFailed(self.location)
+        return obj
+
+
+#: The operation classes, as ``jsonpatch.JsonPatch.operations`` lists them.
+OPERATIONS = MappingProxyType(
+    {
+        "add": _Add,
+        "remove": _Remove,
+        "replace": _Replace,
+        "test": _Test,
+        "move": jsonpatch.MoveOperation,
+        "copy": jsonpatch.CopyOperation,
+    }
+)
+
+
+def _operation(index: int, op: Any) -> jsonpatch.PatchOperation:
+    if not isinstance(op, Mapping):
+        raise PatchError(f"operation {index + 1}: expected an object with op and path, found {op!r}")
+    kind = op.get("op")
+    cls = OPERATIONS.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise PatchError(f"operation {index + 1}: unknown op {kind!r}; expected one of {', '.join(OPERATIONS)}")
+    for key in ("path", "from") if kind in ("move", "copy") else ("path",):
+        value = op.get(key)
+        if not isinstance(value, str):
+            raise PatchError(f"operation {index + 1} ({kind}): {key!r} must be a string, found {value!r}")
+        if not value.startswith("/"):
+            suffix = "; the document root cannot be patched" if value == "" else ""
+            raise PatchError(
+                f"operation {index + 1} ({kind} {value!r}): expected a JSON pointer starting with '/'{suffix}"
+            )
+    try:
+        return cls(op)
+    except (jsonpatch.InvalidJsonPatch, jsonpointer.JsonPointerException) as exc:
+        raise PatchError(f"operation {index + 1} ({kind}): {exc}") from None
+
+
+def _thaw(doc: Any, parents: list[str], fresh: set[int]) -> None:
+    """Make the containers along ``parents`` private copies so they can be modified.
+
+    ``fresh`` holds the ids of containers already copied for this patch.
+    """
+    cur = doc
+    for token in parents:
+        if isinstance(cur, dict) and token in cur:
+            key: Any = token
+        elif isinstance(cur, list) and token.isdigit() and int(token) < len(cur):
+            key = int(token)
+        else:
+            return
+        child = cur[key]
+        if not isinstance(child, (dict, list)):
+            return
+        if id(child) not in fresh:
+            child = dict(child) if isinstance(child, dict) else list(child)
+            fresh.add(id(child))
+            cur[key] = child
+        cur = child
+
+
+def apply_json_patch(doc: dict[str, Any], operations: list[dict[str, Any]]) -> dict[str, Any]:
+    """Apply ``operations`` to ``doc`` with Kubernetes' semantics; ``doc`` is not modified.
+
+    Returns the patched document, or ``doc`` itself when a ``test`` operation fails.
+    Raises :class:`PatchError` naming the failing operation.
+    """
+    ops = [_operation(i, op) for i, op in enumerate(operations)]
+    result: Any = dict(doc)
+    fresh: set[int] = {id(result)}
+    for i, op in enumerate(ops):
+        # Copy-on-write: the containers this operation modifies become private copies.
+        _thaw(result, op.pointer.parts[:-1], fresh)
+        if op.operation["op"] == "move":
+            _thaw(result, jsonpointer.JsonPointer(op.operation["from"]).parts[:-1], fresh)
+        try:
+            result = op.apply(result)
+        except TestFailed:
+            return doc
+        except PatchError as exc:
+            raise PatchError(f"operation {i + 1} ({op.operation['op']} {op.location}): {exc.message}") from None
+        except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
+            raise PatchError(f"operation {i + 1} ({op.operation['op']} {op.location}): {exc}") from None
+    return result  # type: ignore[no-any-return]

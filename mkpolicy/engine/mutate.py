@@ -1,0 +1,54 @@
+"""MutatingAdmissionPolicy-style mutations without a FrameworkPolicy."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+from mkpolicy.cel import Environment
+from mkpolicy.engine.expressions import Locator, PolicyExpression
+from mkpolicy.engine.generic import copy_json
+from mkpolicy.engine.mutation import CompiledMutation, PatchType
+from mkpolicy.errors import PatchError
+from mkpolicy.structural import Schema
+
+#: Variables a standalone mutation can use (a subset of MutatingAdmissionPolicy's).
+MUTATE_VARIABLES = frozenset({"object", "oldObject", "params"})
+
+
+def mutate(
+    obj: Mapping[str, Any],
+    mutations: Sequence[Mapping[str, str]],
+    schema: Mapping[str, Any] | None = None,
+    params: Any = None,
+) -> dict[str, Any]:
+    """Apply MutatingAdmissionPolicy mutations to ``obj`` exactly as Kubernetes does.
+
+    Each mutation is ``{"patchType": "JSONPatch" | "ApplyConfiguration", "expression": CEL}``
+    and sees ``object`` (the object after the previous mutations), ``oldObject`` (null)
+    and ``params``. ``schema`` is a CRD or an OpenAPI v3 schema guiding
+    ApplyConfiguration merges (without one, lists are atomic and cannot be set).
+    Returns a new dict; ``obj`` is not modified. Raises ``CelError`` or ``PatchError``.
+    """
+    structural = None
+    if schema is not None:
+        version = str(obj.get("apiVersion", "")).rsplit("/", 1)[-1] or None
+        structural = Schema.from_document(dict(schema), version if schema.get("kind") else None)
+    env = Environment.of(MUTATE_VARIABLES)
+    compiled = []
+    for i, m in enumerate(mutations):
+        patch_type = m.get("patchType")
+        if patch_type not in ("JSONPatch", "ApplyConfiguration"):
+            raise PatchError(
+                f"mutation #{i + 1}: patchType must be 'JSONPatch' or 'ApplyConfiguration'; found {patch_type!r}"
+            )
+        expression = m.get("expression")
+        if not isinstance(expression, str):
+            raise PatchError(f"mutation #{i + 1}: expression must be a string; found {expression!r}")
+        where = f"mutation #{i + 1} ({patch_type})"
+        expr = PolicyExpression(expression, (), where, Locator(), env)
+        compiled.append(CompiledMutation(cast(PatchType, patch_type), expr))
+    current = copy_json(dict(obj))
+    for mutation in compiled:
+        current = mutation.apply(current, {"object": current, "oldObject": None, "params": params}, structural)
+    return current  # type: ignore[no-any-return]

@@ -1,0 +1,1 @@
+"""Kubeconfig loading and validation, Kubernetes API helpers."""

@@ -1,0 +1,1 @@
+"""Lint rules for FrameworkPolicies, type-checking CEL against schemas, output formats."""

@@ -1,0 +1,1 @@
+"""The sidecar proxy between the Kueue manager and its worker clusters (DESIGN.md §3)."""
