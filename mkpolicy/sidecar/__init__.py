@@ -1,1 +1,33 @@
-"""The sidecar proxy between the Kueue manager and its worker clusters (DESIGN.md §3)."""
+"""The sidecar proxy between the Kueue manager and its worker clusters (DESIGN.md §3).
+
+Modules, one job each:
+
+* ``config`` — the ``SidecarConfig`` file (pydantic), validated at start;
+* ``endpoints`` — CA, serving certificate and tokens; the kubeconfig Kueue gets per worker;
+* ``paths`` — which resource and verb a Kubernetes REST path addresses;
+* ``transform`` — the policy's create/sync applied to objects on the wire;
+* ``proxy`` — one worker endpoint: pass-through and transformed requests, watches;
+* ``upstream`` — the connection pool to one real worker;
+* ``cache`` — the watch cache of the manager's objects of a policy kind;
+* ``policies`` — the active policy set and its hot reload;
+* ``wiring`` — ``--wire``/``--unwire`` of the MultiKueueCluster Secrets;
+* ``metrics``, ``logs``, ``ops`` — Prometheus, JSON logs, probes;
+* ``server`` — the :class:`Sidecar` tying them together (start, stop, run).
+"""
+
+from mkpolicy.sidecar.config import ConfigError, SidecarConfig, config_from_dict, load_config
+from mkpolicy.sidecar.logs import setup_logging
+from mkpolicy.sidecar.policies import ReloadError
+from mkpolicy.sidecar.server import Sidecar, manager_rest_config, unwire_all
+
+__all__ = [
+    "ConfigError",
+    "ReloadError",
+    "Sidecar",
+    "SidecarConfig",
+    "config_from_dict",
+    "load_config",
+    "manager_rest_config",
+    "setup_logging",
+    "unwire_all",
+]

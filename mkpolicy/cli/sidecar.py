@@ -1,0 +1,125 @@
+"""Run mkpolicy on the wire between the Kueue manager and its workers (DESIGN.md §3).
+
+One HTTPS endpoint per worker cluster (TLS with a CA the sidecar generates, a bearer
+token per worker); Kueue's MultiKueueCluster kubeconfig Secrets point at them.
+Requests for the policies' kinds are transformed, everything else passes through.
+Probes and Prometheus metrics are served on the ops port; logs are JSON on stderr.
+
+--wire points the MultiKueueCluster Secrets at the sidecar once it listens (keeping
+the original kubeconfigs; idempotent); --unwire restores them and exits.
+--kubeconfig-dir writes each worker endpoint's kubeconfig (to wire by hand).
+--check validates the configuration, the policies and the worker kubeconfig files,
+then exits.
+
+Exit codes: 0 clean shutdown, 1 invalid policies, 2 invalid configuration or kubeconfig.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``mkpolicy sidecar``."""
+    parser.add_argument("--policies", required=True, metavar="DIR", help="policy directory (hot reloaded)")
+    parser.add_argument("--config", required=True, metavar="FILE", help="SidecarConfig YAML file")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--wire", action="store_true", help="point the MultiKueueCluster Secrets at the sidecar")
+    mode.add_argument("--unwire", action="store_true", help="restore the MultiKueueCluster Secrets, then exit")
+    mode.add_argument("--check", action="store_true", help="validate config, policies and kubeconfig files, then exit")
+    parser.add_argument("--kubeconfig-dir", metavar="DIR", help="write <worker>.kubeconfig for each endpoint here")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Start the sidecar and serve until SIGTERM."""
+    import asyncio
+    import os
+
+    from mkpolicy.cli.common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, error
+    from mkpolicy.errors import MkpolicyError
+    from mkpolicy.kube.kubeconfig import KubeconfigError, rest_config
+    from mkpolicy.kube.kubeconfig import load_kubeconfig as read_kubeconfig
+    from mkpolicy.kube.rest import RestConfigError
+    from mkpolicy.sidecar import ConfigError, ReloadError, Sidecar, load_config, setup_logging, unwire_all
+    from mkpolicy.sidecar.policies import compile_directory
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(problem if ": error: " in problem else f"error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    if not os.path.isdir(args.policies):
+        error(f"--policies {args.policies!r}: expected a directory of FrameworkPolicy files")
+        return EXIT_USAGE
+    setup_logging(config.logging.level)
+
+    if args.check:
+        try:
+            adapters = compile_directory(args.policies)
+        except ReloadError as exc:
+            print(exc.message, file=sys.stderr)
+            return EXIT_FINDINGS
+        failed = False
+        for worker in config.workers:
+            if worker.kubeconfig.file is None:
+                print(f"{worker.name}: kubeconfig from a Secret (checked at start)")
+                continue
+            try:
+                rest_config(read_kubeconfig(worker.kubeconfig.file), worker.kubeconfig.file)
+                print(f"{worker.name}: ok: {worker.kubeconfig.file}")
+            except KubeconfigError as exc:
+                failed = True
+                for violation in exc.violations:
+                    print(f"{worker.kubeconfig.file}: error: {violation}", file=sys.stderr)
+        for adapter in adapters:
+            print(f"policy {adapter.name}: ok ({adapter.gvk})")
+        return EXIT_USAGE if failed else EXIT_OK
+
+    async def serve() -> int:
+        if args.unwire:
+            for name, unwired in (await unwire_all(config)).items():
+                print(f"{name}: {unwired}")
+            return EXIT_OK
+        sidecar = Sidecar(config, args.policies)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        import signal
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await sidecar.start()
+        try:
+            if args.kubeconfig_dir:
+                from mkpolicy.kube.kubeconfig import write_kubeconfig
+
+                os.makedirs(args.kubeconfig_dir, mode=0o700, exist_ok=True)
+                for worker in config.workers:
+                    write_kubeconfig(
+                        os.path.join(args.kubeconfig_dir, f"{worker.name}.kubeconfig"), sidecar.kubeconfig(worker.name)
+                    )
+            if args.wire:
+                for name, wired in (await sidecar.wire()).items():
+                    print(f"{name}: wired ({wired})", file=sys.stderr)
+            await stop.wait()
+        finally:
+            await sidecar.stop()
+        return EXIT_OK
+
+    try:
+        return asyncio.run(serve())
+    except ReloadError as exc:
+        print(exc.message, file=sys.stderr)
+        return EXIT_FINDINGS
+    except (ConfigError, KubeconfigError, RestConfigError) as exc:
+        problems = getattr(exc, "violations", None) or [exc.message]
+        for problem in problems:
+            print(f"{exc.location.position() or args.config}: error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    except MkpolicyError as exc:
+        print(exc.report(), file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:
+        error(f"cannot start: {exc}")
+        return EXIT_USAGE

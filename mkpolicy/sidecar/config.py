@@ -1,0 +1,352 @@
+"""The sidecar's configuration file (``kind: SidecarConfig``), validated with pydantic.
+
+Example (every field but ``workers`` has a default)::
+
+    apiVersion: mkpolicy.io/v1alpha1
+    kind: SidecarConfig
+    origin: multikueue                 # Kueue's multiKueue.origin
+    listen:
+      address: 127.0.0.1               # the worker endpoints Kueue connects to
+      basePort: 9443                   # worker i listens on basePort + i unless it sets port
+    ops:
+      address: 0.0.0.0                 # /healthz, /readyz, /metrics (plain HTTP)
+      port: 8081
+    manager:
+      kubeconfig: null                 # null: the pod's service account (in-cluster)
+      namespace: kueue-system          # where Kueue runs and its MultiKueueCluster Secrets live
+      reads: cache                     # cache (watch cache, direct read on a miss) | direct
+    workers:
+      - name: worker1                  # the MultiKueueCluster's name
+        kubeconfig:
+          file: /etc/mkpolicy/workers/worker1.kubeconfig
+      - name: worker2
+        port: 9500
+        kubeconfig:
+          secret: {name: worker2-real-kubeconfig, key: kubeconfig}
+        wireSecret: worker2-secret     # optional; default: read from the MultiKueueCluster
+    state:
+      dir: /var/run/mkpolicy           # keeps CA, serving certificate and tokens across restarts
+    reload:
+      intervalSeconds: 2
+    shutdown:
+      gracePeriodSeconds: 20
+    logging:
+      level: info
+
+Unknown fields are errors; errors name the file, line and column.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from mkpolicy.errors import Location, MkpolicyError, PolicyError
+
+API_VERSION = "mkpolicy.io/v1alpha1"
+KIND = "SidecarConfig"
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+
+
+class ConfigError(MkpolicyError):
+    """The sidecar configuration is unreadable or invalid (``problems`` lists each one)."""
+
+    def __init__(self, message: str, location: Location | None = None, problems: list[str] | None = None) -> None:
+        super().__init__(message, location)
+        self.problems: list[str] = problems if problems is not None else [str(self)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, alias_generator=to_camel)
+
+
+def _port(value: int) -> int:
+    if not 0 <= value <= 65535:
+        raise ValueError(f"expected a TCP port between 1 and 65535 (0: any free port); found {value}")
+    return value
+
+
+def _address(value: str) -> str:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        if value != "localhost":
+            raise ValueError(f"expected an IP address (e.g. 127.0.0.1, 0.0.0.0, ::1); found {value!r}") from None
+    return value
+
+
+class Listen(_Model):
+    """Where the worker endpoints (the ones Kueue connects to) listen."""
+
+    address: str = Field(default="127.0.0.1", description="IP address; loopback keeps them inside the pod.")
+    base_port: int = Field(default=9443, description="Worker i listens on basePort + i unless it sets port.")
+    hosts: list[str] = Field(
+        default_factory=list, description="Extra host names or IPs for the serving certificate (besides the address)."
+    )
+
+    _check_address = field_validator("address")(_address)
+    _check_port = field_validator("base_port")(_port)
+
+
+class Ops(_Model):
+    """Where the operations endpoints listen: /healthz, /readyz, /metrics (plain HTTP, no secrets)."""
+
+    address: str = Field(default="0.0.0.0", description="IP address for the probes and Prometheus.")
+    port: int = Field(default=8081, description="TCP port.")
+
+    _check_address = field_validator("address")(_address)
+    _check_port = field_validator("port")(_port)
+
+
+class Manager(_Model):
+    """The manager cluster: where Kueue runs and the jobs' originals live."""
+
+    kubeconfig: str | None = Field(
+        default=None, description="Kubeconfig file; null uses the pod's service account (in-cluster)."
+    )
+    context: str | None = Field(default=None, description="Context of the kubeconfig (default: its current-context).")
+    namespace: str = Field(default="kueue-system", description="Kueue's namespace (MultiKueueCluster Secrets).")
+    reads: Literal["cache", "direct"] = Field(
+        default="cache",
+        description="cache: a watch cache of the policy kinds, a direct read on a miss; "
+        "direct: read the manager's object on every transformed request.",
+    )
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, value: str) -> str:
+        if len(value) > 63 or not _DNS_LABEL.match(value):
+            raise ValueError(f"expected a namespace name (DNS-1123 label); found {value!r}")
+        return value
+
+
+class SecretRef(_Model):
+    """A key of a Secret in the manager's Kueue namespace."""
+
+    name: str = Field(description="Secret name.")
+    key: str = Field(default="kubeconfig", description="Data key holding the kubeconfig.")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if len(value) > 253 or not _DNS_SUBDOMAIN.match(value):
+            raise ValueError(f"expected a Secret name (DNS-1123 subdomain); found {value!r}")
+        return value
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, value: str) -> str:
+        if not _SECRET_KEY.match(value):
+            raise ValueError(f"expected a Secret data key (letters, digits, '-', '_', '.'); found {value!r}")
+        return value
+
+
+class KubeconfigSource(_Model):
+    """The worker's real kubeconfig: a file, or a Secret in the manager cluster (exactly one)."""
+
+    file: str | None = Field(default=None, description="Path of a kubeconfig file.")
+    secret: SecretRef | None = Field(default=None, description="A Secret in manager.namespace.")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> KubeconfigSource:
+        if (self.file is None) == (self.secret is None):
+            raise ValueError("expected exactly one of 'file' or 'secret'")
+        return self
+
+
+class Worker(_Model):
+    """One worker cluster: a MultiKueueCluster and the sidecar endpoint Kueue uses for it."""
+
+    name: str = Field(description="The MultiKueueCluster's name (the 'cluster' CEL variable).")
+    kubeconfig: KubeconfigSource = Field(description="The worker's real kubeconfig (held to Kueue's rules).")
+    port: int | None = Field(default=None, description="Port of this worker's endpoint (default: basePort + index).")
+    wire_secret: str | None = Field(
+        default=None,
+        description="The MultiKueueCluster's kubeconfig Secret that --wire points at the sidecar "
+        "(default: the one the MultiKueueCluster names).",
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if len(value) > 253 or not _DNS_SUBDOMAIN.match(value):
+            raise ValueError(f"expected a MultiKueueCluster name (DNS-1123 subdomain); found {value!r}")
+        return value
+
+    @field_validator("port")
+    @classmethod
+    def _port(cls, value: int | None) -> int | None:
+        return None if value is None else _port(value)
+
+    @field_validator("wire_secret")
+    @classmethod
+    def _wire_secret(cls, value: str | None) -> str | None:
+        if value is not None and (len(value) > 253 or not _DNS_SUBDOMAIN.match(value)):
+            raise ValueError(f"expected a Secret name (DNS-1123 subdomain); found {value!r}")
+        return value
+
+
+class State(_Model):
+    """Where the generated CA, serving certificate and tokens are kept."""
+
+    dir: str | None = Field(
+        default=None,
+        description="Directory (mode 0700) keeping them across restarts; null generates new ones at every start.",
+    )
+
+
+class Reload(_Model):
+    """Policy hot reload from the policy directory."""
+
+    interval_seconds: float = Field(default=2.0, description="How often the directory is checked; 0 disables.")
+
+    @field_validator("interval_seconds")
+    @classmethod
+    def _interval(cls, value: float) -> float:
+        if value < 0 or value > 3600:
+            raise ValueError(f"expected 0 (off) to 3600 seconds; found {value}")
+        return value
+
+
+class Shutdown(_Model):
+    """Graceful shutdown on SIGTERM."""
+
+    grace_period_seconds: float = Field(default=20.0, description="How long in-flight requests may finish.")
+
+    @field_validator("grace_period_seconds")
+    @classmethod
+    def _grace(cls, value: float) -> float:
+        if value < 0 or value > 600:
+            raise ValueError(f"expected 0 to 600 seconds; found {value}")
+        return value
+
+
+class Logging(_Model):
+    """Structured JSON logs on stderr."""
+
+    level: Literal["debug", "info", "warning", "error"] = Field(default="info", description="Lowest level logged.")
+
+
+class SidecarConfig(_Model):
+    """Configuration of ``mkpolicy sidecar``."""
+
+    api_version: Literal["mkpolicy.io/v1alpha1"] = Field(default="mkpolicy.io/v1alpha1", description="Always this.")
+    kind: Literal["SidecarConfig"] = Field(default="SidecarConfig", description="Always SidecarConfig.")
+    origin: str = Field(default="multikueue", description="Kueue's multiKueue.origin (the origin label value).")
+    listen: Listen = Field(default_factory=Listen)
+    ops: Ops = Field(default_factory=Ops)
+    manager: Manager = Field(default_factory=Manager)
+    workers: list[Worker] = Field(description="The worker clusters (at least one).")
+    state: State = Field(default_factory=State)
+    reload: Reload = Field(default_factory=Reload)
+    shutdown: Shutdown = Field(default_factory=Shutdown)
+    logging: Logging = Field(default_factory=Logging)
+
+    @field_validator("origin")
+    @classmethod
+    def _origin(cls, value: str) -> str:
+        if not value or len(value) > 63 or not re.match(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$", value):
+            raise ValueError(f"expected a label value (at most 63 letters, digits, '-', '_', '.'); found {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _workers(self) -> SidecarConfig:
+        if not self.workers:
+            raise ValueError("workers: expected at least one worker cluster")
+        names: set[str] = set()
+        ports: dict[int, str] = {}
+        for worker, port in zip(self.workers, self.worker_ports(), strict=True):
+            if worker.name in names:
+                raise ValueError(f"workers: duplicate worker name {worker.name!r}; expected unique names")
+            names.add(worker.name)
+            if port > 65535:
+                raise ValueError(f"workers: worker {worker.name!r} would listen on port {port}; lower listen.basePort")
+            if port and port in ports:
+                raise ValueError(f"workers: {worker.name!r} and {ports[port]!r} would both listen on port {port}")
+            if port and port == self.ops.port and self.listen.address in (self.ops.address, "0.0.0.0", "::"):
+                raise ValueError(f"workers: {worker.name!r} would listen on the ops port {port}")
+            ports[port] = worker.name
+        return self
+
+    def worker_ports(self) -> list[int]:
+        """The endpoint port of each worker, in order."""
+        base = self.listen.base_port
+        return [w.port if w.port is not None else (base + i if base else 0) for i, w in enumerate(self.workers)]
+
+
+def load_config(path: str) -> SidecarConfig:
+    """Read and validate the sidecar configuration file; raises :class:`ConfigError`."""
+    from mkpolicy.policy.source import parse_documents, read_text
+
+    try:
+        text = read_text(path)
+        docs = list(parse_documents(text, path))
+    except PolicyError as exc:
+        raise ConfigError(exc.message, exc.location) from None
+    if len(docs) != 1:
+        raise ConfigError(f"expected one YAML document (a SidecarConfig); found {len(docs)}", Location(path))
+    doc = docs[0]
+    if not isinstance(doc.data, dict):
+        raise ConfigError(f"expected a SidecarConfig mapping; found {type(doc.data).__name__}", Location(path))
+    try:
+        return SidecarConfig.model_validate(doc.data)
+    except ValidationError as exc:
+        problems = [_problem(err, doc.source, doc.data) for err in exc.errors(include_url=False)]
+        first = problems[0]
+        summary = first.message if len(problems) == 1 else f"{len(problems)} problems in the sidecar config"
+        raise ConfigError(summary, first.location, [str(p) for p in problems]) from None
+
+
+def config_from_dict(data: dict[str, Any]) -> SidecarConfig:
+    """Validate a configuration given as Python data (used by embedders and the demo)."""
+    try:
+        return SidecarConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = [f"{_dotted(tuple(e.get('loc', ())))}: {e.get('msg')}" for e in exc.errors(include_url=False)]
+        raise ConfigError(problems[0] if len(problems) == 1 else "; ".join(problems), None, problems) from None
+
+
+def _dotted(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for seg in loc:
+        out += f"[{seg}]" if isinstance(seg, int) else (f".{seg}" if out else str(seg))
+    return out or "config"
+
+
+def _problem(err: Any, source: Any, data: Any) -> ConfigError:
+    loc = tuple(err.get("loc", ()))
+    # pydantic reports Python names; map each segment back to the YAML key.
+    path: list[str | int] = []
+    cur = data
+    for seg in loc:
+        key: str | int = seg
+        if isinstance(seg, str) and isinstance(cur, dict) and seg not in cur and to_camel(seg) in cur:
+            key = to_camel(seg)
+        path.append(key)
+        cur = (
+            cur.get(key)
+            if isinstance(cur, dict)
+            else (cur[key] if isinstance(cur, list) and isinstance(key, int) and key < len(cur) else None)
+        )
+    where = _dotted(tuple(path))
+    kind = err.get("type", "")
+    msg = str(err.get("msg", "invalid value"))
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    if kind == "extra_forbidden":
+        message = f"unknown field {where!r}"
+        location = source.location(tuple(path), key=True)
+    elif kind == "missing":
+        message = f"missing required field {where!r}"
+        location = source.location(tuple(path[:-1]), key=True)
+    else:
+        message = f"{where}: {msg}" if path else msg
+        location = source.location(tuple(path))
+    return ConfigError(message, location)

@@ -1,0 +1,207 @@
+"""The active policy set and its hot reload from a directory.
+
+A :class:`PolicySet` is immutable: compiled adapters plus the REST resource of each
+policy's kind (from the manager's discovery). Requests take the set that is active
+when they start; a reload swaps in a new set only when every policy loads, compiles
+and resolves — a bad reload keeps the last good set, logs and counts why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from mkpolicy.engine import Adapter, compile
+from mkpolicy.errors import MkpolicyError, PolicyError
+from mkpolicy.kube.client import ApiError, ResourceInfo
+from mkpolicy.policy import GVK, load
+from mkpolicy.sidecar.logs import fields
+from mkpolicy.sidecar.metrics import Metrics
+
+log = logging.getLogger("mkpolicy.sidecar.policies")
+
+#: Largest file the fingerprint reads (policy directories hold small YAML files).
+MAX_FILE = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One policy: its compiled adapter and the resource serving its kind."""
+
+    adapter: Adapter
+    info: ResourceInfo
+
+    @property
+    def name(self) -> str:
+        """The policy's name."""
+        return self.adapter.name
+
+
+@dataclass(frozen=True)
+class PolicySet:
+    """Immutable snapshot of the active policies, indexed by (group, resource)."""
+
+    entries: tuple[Entry, ...]
+    fingerprint: str
+    loaded_at: float = field(default_factory=time.time)
+    _index: dict[tuple[str, str], Entry] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_index", {(e.info.group, e.info.resource): e for e in self.entries})
+
+    def lookup(self, group: str, resource: str) -> Entry | None:
+        """The policy for ``group``'s ``resource`` (any version), or None."""
+        return self._index.get((group, resource))
+
+    @property
+    def gvks(self) -> set[GVK]:
+        """The kinds the set transforms."""
+        return {e.adapter.gvk for e in self.entries}
+
+
+class ReloadError(MkpolicyError):
+    """A policy set was rejected; ``reason`` is load, compile or discovery."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def fingerprint(directory: str) -> str:
+    """A digest of every file under ``directory`` (names and contents; hidden directories skipped).
+
+    ConfigMap volumes swap a hidden ``..data`` directory behind top-level symlinks;
+    the symlinks are followed, so an update changes the digest.
+    """
+    digest = hashlib.sha256()
+    for root, dirs, files in os.walk(directory, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if name.startswith("."):
+                continue
+            path = os.path.join(root, name)
+            digest.update(os.path.relpath(path, directory).encode() + b"\0")
+            try:
+                with open(path, "rb") as fh:
+                    digest.update(fh.read(MAX_FILE))
+            except OSError as exc:
+                digest.update(f"<unreadable: {exc.errno}>".encode())
+            digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def compile_directory(directory: str) -> list[Adapter]:
+    """Load and compile every policy under ``directory``; ReloadError says what failed."""
+    try:
+        policies = load(directory)
+    except PolicyError as exc:
+        raise ReloadError("load", "\n".join(p.report() for p in exc.problems)) from None
+    adapters = []
+    for policy in policies:
+        try:
+            adapters.append(compile(policy))
+        except MkpolicyError as exc:
+            raise ReloadError("compile", exc.report()) from None
+    return adapters
+
+
+Resolver = Callable[[GVK], Awaitable[ResourceInfo]]
+OnChange = Callable[[PolicySet], Awaitable[None]]
+
+
+class PolicyStore:
+    """Loads the directory, keeps the active set, reloads on change."""
+
+    def __init__(self, directory: str, resolve: Resolver, metrics: Metrics, on_change: OnChange | None = None) -> None:
+        self.directory = directory
+        self.resolve = resolve
+        self.metrics = metrics
+        self.on_change = on_change
+        self.active: PolicySet | None = None
+        self.last_error: str | None = None
+        self._resolved: dict[GVK, ResourceInfo] = {}
+        self._lock = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+        self._seen = ""
+
+    async def reload(self, *, force: bool = False) -> bool:
+        """Load the directory if it changed; True when a new set became active.
+
+        Raises :class:`ReloadError` when the new set is rejected (the old one stays).
+        """
+        async with self._lock:
+            loop = asyncio.get_running_loop()
+            digest = await loop.run_in_executor(None, fingerprint, self.directory)
+            if not force and digest == self._seen:
+                return False
+            self._seen = digest
+            try:
+                adapters = await loop.run_in_executor(None, compile_directory, self.directory)
+                entries = []
+                for adapter in adapters:
+                    entries.append(Entry(adapter, await self._info(adapter)))
+            except ReloadError as exc:
+                if exc.reason == "discovery":
+                    self._seen = ""  # the manager may come back: try again at the next check
+                self.last_error = f"{exc.reason}: {exc.message}"
+                self.metrics.reloads.labels("error").inc()
+                self.metrics.reload_errors.labels(exc.reason).inc()
+                log.error(
+                    "policy set rejected; keeping the last good set",
+                    extra=fields(reason=exc.reason, error=exc.message, active=self._names()),
+                )
+                raise
+            new = PolicySet(tuple(entries), digest)
+            if self.on_change is not None:
+                await self.on_change(new)
+            self.active = new
+            self.last_error = None
+            self.metrics.reloads.labels("ok").inc()
+            self.metrics.policies.set(len(entries))
+            self.metrics.last_reload.set(new.loaded_at)
+            log.info("policy set active", extra=fields(policies=self._names(), fingerprint=digest[:12]))
+            return True
+
+    def _names(self) -> list[str]:
+        return [e.name for e in self.active.entries] if self.active is not None else []
+
+    async def _info(self, adapter: Adapter) -> ResourceInfo:
+        gvk = adapter.gvk
+        if gvk not in self._resolved:
+            try:
+                self._resolved[gvk] = await self.resolve(gvk)
+            except (TimeoutError, ApiError, OSError) as exc:
+                raise ReloadError(
+                    "discovery",
+                    f"policy {adapter.name}: cannot find the resource of {gvk} in the manager cluster: {exc}",
+                ) from None
+        return self._resolved[gvk]
+
+    def start(self, interval: float) -> None:
+        """Check the directory every ``interval`` seconds (0: never)."""
+        if interval > 0 and self._task is None:
+            self._task = asyncio.create_task(self._run(interval), name="policy-reload")
+
+    async def stop(self) -> None:
+        """Stop watching the directory."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _run(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.reload()
+            except ReloadError:
+                pass  # logged and counted; the last good set stays active
+            except Exception as exc:  # never let the reload loop die
+                log.exception("policy reload failed", extra=fields(error=str(exc)))

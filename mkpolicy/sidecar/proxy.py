@@ -1,0 +1,510 @@
+"""One worker endpoint: authenticate Kueue, transform policy kinds, pass everything else through.
+
+Per request (DESIGN.md §3):
+
+* not a policy kind: streamed to the worker and back byte-for-byte (watches included);
+* ``create`` of a policy kind: the policy's ``create`` of the manager's object is sent,
+  never Kueue's body; any failure answers a Kubernetes ``Status`` and nothing is created;
+* ``get``/``list``/``watch`` (and delete responses): objects come back with
+  ``status`` = what the policy's ``sync`` makes of the manager's status;
+* ``update``/``patch`` of a policy kind, or another version of its resource: refused
+  (Kueue never sends them; forwarding them would bypass the policy).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+import aiohttp
+from aiohttp import web
+from yarl import URL
+
+from mkpolicy.kube.client import ApiError
+from mkpolicy.sidecar.endpoints import Credentials
+from mkpolicy.sidecar.logs import fields
+from mkpolicy.sidecar.metrics import Metrics
+from mkpolicy.sidecar.paths import Target, parse_target
+from mkpolicy.sidecar.policies import Entry, PolicySet
+from mkpolicy.sidecar.status import StatusError, status_body
+from mkpolicy.sidecar.transform import Outcome, rewrite_status, worker_copy
+from mkpolicy.sidecar.upstream import HOP_BY_HOP, Upstream
+
+log = logging.getLogger("mkpolicy.sidecar.proxy")
+
+T = TypeVar("T")
+
+#: Read timeout for requests that are not watches (seconds without a byte from the worker).
+READ_TIMEOUT = 60.0
+#: Headers of a worker response not copied onto a re-encoded (transformed) body.
+_REENCODED = HOP_BY_HOP | {"content-type", "content-encoding"}
+#: Look-ups of manager objects run concurrently at most this many at a time.
+_LOOKUPS = 16
+
+
+class Hub(Protocol):
+    """What a worker endpoint needs from the sidecar."""
+
+    metrics: Metrics
+    origin: str
+    credentials: Credentials
+
+    @property
+    def policies(self) -> PolicySet | None:
+        """The active policy set (None before the first one loads)."""
+
+    async def manager_object(self, entry: Entry, namespace: str | None, name: str) -> dict[str, Any] | None:
+        """The manager's object (cache or direct read); None when absent, ApiError/OSError when unreadable."""
+
+    async def offload(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run CPU work (policy evaluation) off the event loop."""
+
+    def watch_opened(self, cluster: str, response: aiohttp.ClientResponse) -> None:
+        """A watch started (shutdown closes it cleanly)."""
+
+    def watch_closed(self, cluster: str, response: aiohttp.ClientResponse) -> None:
+        """A watch ended."""
+
+
+class WorkerEndpoint:
+    """The request handler of one worker's endpoint."""
+
+    def __init__(self, hub: Hub, upstream: Upstream) -> None:
+        self.hub = hub
+        self.upstream = upstream
+        self.cluster = upstream.name
+
+    # -- entry point ----------------------------------------------------------------------
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        """Answer one request."""
+        start = time.perf_counter()
+        target = parse_target(request.method, request.path, request.query)
+        verb = target.verb if target is not None else "nonresource"
+        policy = ""
+        metrics = self.hub.metrics
+        metrics.inflight.inc()
+        code = 500
+        try:
+            if not self.hub.credentials.check_token(self.cluster, request.headers.get("Authorization")):
+                raise StatusError(401, "Unauthorized: expected the bearer token of this sidecar endpoint")
+            if "upgrade" in request.headers.get("Connection", "").lower():
+                raise StatusError(
+                    400, "mkpolicy sidecar: connection upgrades (exec, attach, port-forward) are not proxied"
+                )
+            policies = self.hub.policies
+            if policies is None:
+                raise StatusError(503, "mkpolicy sidecar: no policy set is active yet; retry shortly")
+            entry = policies.lookup(target.group, target.resource) if target is not None else None
+            if entry is None or target is None:
+                response = await self._passthrough(request, target, start)
+            else:
+                policy = entry.name
+                response = await self._transformed(request, target, entry, start)
+            code = response.status
+            return response
+        except StatusError as exc:
+            code = exc.code
+            if exc.code >= 500 or exc.code == 403:
+                log.warning(
+                    "request refused",
+                    extra=fields(
+                        cluster=self.cluster,
+                        policy=policy,
+                        verb=verb,
+                        path=request.path,
+                        code=exc.code,
+                        error=exc.message,
+                    ),
+                )
+            return _status_response(exc)
+        finally:
+            metrics.inflight.dec()
+            metrics.requests.labels(self.cluster, policy, verb, str(code)).inc()
+            if verb != "watch":
+                metrics.request_seconds.labels(self.cluster, policy, verb).observe(time.perf_counter() - start)
+
+    # -- pass-through -----------------------------------------------------------------------
+    async def _passthrough(self, request: web.Request, target: Target | None, start: float) -> web.StreamResponse:
+        watching = target is not None and target.verb == "watch"
+        body = await request.read() if request.body_exists else None
+        headers = self.upstream.headers(request.headers)  # type: ignore[arg-type]
+        up = await self._send(request.method, request.raw_path, headers, body, watching)
+        try:
+            response = web.StreamResponse(status=up.status, reason=up.reason)
+            for key, value in up.headers.items():
+                if key.lower() not in HOP_BY_HOP:
+                    response.headers.add(key, value)
+            if up.content_length is not None and not watching and request.method != "HEAD":
+                response.content_length = up.content_length
+            await response.prepare(request)
+            if watching:
+                self.hub.metrics.request_seconds.labels(self.cluster, "", "watch").observe(time.perf_counter() - start)
+                self.hub.watch_opened(self.cluster, up)
+                self.hub.metrics.active_watches.labels(self.cluster).inc()
+            try:
+                async for chunk in up.content.iter_any():
+                    await response.write(chunk)
+            except (TimeoutError, aiohttp.ClientError) as exc:
+                if not watching:
+                    raise _Abort(f"the worker broke off the response: {exc}") from None
+            finally:
+                if watching:
+                    self.hub.watch_closed(self.cluster, up)
+                    self.hub.metrics.active_watches.labels(self.cluster).dec()
+            await response.write_eof()
+            return response
+        finally:
+            up.release()
+
+    async def _send(
+        self, method: str, raw_path: str, headers: Any, body: bytes | None, watching: bool
+    ) -> aiohttp.ClientResponse:
+        """Send a request to the worker; StatusError 503 when it cannot be reached."""
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=None if watching else READ_TIMEOUT)
+        try:
+            return await self.upstream.session.request(
+                method,
+                URL(self.upstream.url(raw_path), encoded=True),
+                headers=headers,
+                data=body,
+                allow_redirects=False,
+                timeout=timeout,
+            )
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            reason = "timeout" if isinstance(exc, asyncio.TimeoutError) else "connect"
+            self.hub.metrics.upstream_errors.labels(self.cluster, reason).inc()
+            raise StatusError(
+                503, f"mkpolicy sidecar: worker {self.cluster} is unreachable: {_describe(exc)}"
+            ) from None
+
+    # -- policy kinds --------------------------------------------------------------------------
+    async def _transformed(
+        self, request: web.Request, target: Target, entry: Entry, start: float
+    ) -> web.StreamResponse:
+        gvk = entry.adapter.gvk
+        if target.version != entry.info.version:
+            raise StatusError(
+                403,
+                f"mkpolicy sidecar: policy {entry.name} covers {entry.info.resource}.{entry.info.group} "
+                f"at version {entry.info.version} only; found a request for {target.version}",
+            )
+        verb = target.verb
+        if verb == "create" and target.subresource is None:
+            return await self._create(request, target, entry)
+        if verb in ("update", "patch"):
+            raise StatusError(
+                403,
+                f"mkpolicy sidecar: {verb} of {gvk.kind} objects is not proxied (policy {entry.name}); "
+                "Kueue only creates, reads, watches and deletes them",
+            )
+        if verb == "watch":
+            return await self._watch(request, entry, start)
+        if verb in ("get", "list", "delete", "deletecollection"):
+            return await self._read(request, target, entry)
+        raise StatusError(
+            405, f"mkpolicy sidecar: {request.method} {target.verb} is not supported for policy kind {gvk.kind}"
+        )
+
+    async def _create(self, request: web.Request, target: Target, entry: Entry) -> web.StreamResponse:
+        adapter = entry.adapter
+        gvk = adapter.gvk
+        ctype = request.headers.get("Content-Type", "application/json").split(";")[0].strip().lower()
+        if ctype != "application/json":
+            raise StatusError(415, f"mkpolicy sidecar: expected an application/json body for {gvk.kind}; found {ctype}")
+        try:
+            body = json.loads(await request.read())
+        except ValueError as exc:
+            raise StatusError(400, f"mkpolicy sidecar: the body is not JSON: {exc}") from None
+        if not isinstance(body, dict):
+            raise StatusError(400, f"mkpolicy sidecar: expected a {gvk.kind} object; found {type(body).__name__}")
+        if body.get("apiVersion") != gvk.api_version or body.get("kind") != gvk.kind:
+            raise StatusError(
+                400,
+                f"mkpolicy sidecar: expected apiVersion {gvk.api_version!r} and kind {gvk.kind!r}; "
+                f"found {body.get('apiVersion')!r}, {body.get('kind')!r}",
+            )
+        meta: dict[str, Any] = body["metadata"] if isinstance(body.get("metadata"), dict) else {}
+        name = meta.get("name")
+        if not isinstance(name, str) or not name:
+            raise StatusError(
+                400, f"mkpolicy sidecar: {gvk.kind} objects need metadata.name (generateName is not supported)"
+            )
+        namespace = target.namespace
+        if entry.info.namespaced and meta.get("namespace") not in (None, namespace):
+            raise StatusError(
+                400,
+                f"mkpolicy sidecar: metadata.namespace {meta.get('namespace')!r} differs from the path's {namespace!r}",
+            )
+        manager = await self._manager(entry, namespace, name)
+        if manager is None:
+            raise StatusError(
+                404,
+                f"mkpolicy sidecar: the manager cluster has no {gvk.kind} {_ref(namespace, name)}; "
+                f"policy {entry.name} builds worker copies from it",
+                details={"name": name, "group": gvk.group, "kind": entry.info.resource},
+            )
+        worker = await self._timed(entry, "create", worker_copy, entry.adapter, manager, body, self.cluster)
+        headers = self.upstream.headers(request.headers, force_json=True)  # type: ignore[arg-type]
+        headers["Content-Type"] = "application/json"
+        up = await self._send("POST", request.raw_path, headers, json.dumps(worker).encode(), False)
+        return await self._relay_objects(up, entry, manager_hint=manager, strict=False)
+
+    async def _read(self, request: web.Request, target: Target, entry: Entry) -> web.StreamResponse:
+        body = await request.read() if request.body_exists else None
+        headers = self.upstream.headers(request.headers, force_json=True)  # type: ignore[arg-type]
+        up = await self._send(request.method, request.raw_path, headers, body, False)
+        strict = target.verb in ("get", "list")
+        return await self._relay_objects(up, entry, manager_hint=None, strict=strict)
+
+    async def _relay_objects(
+        self, up: aiohttp.ClientResponse, entry: Entry, *, manager_hint: dict[str, Any] | None, strict: bool
+    ) -> web.StreamResponse:
+        """The worker's answer with every object of the policy kind rewritten (errors relayed as sent)."""
+        try:
+            try:
+                raw = await up.read()
+            except (TimeoutError, aiohttp.ClientError) as exc:
+                self.hub.metrics.upstream_errors.labels(self.cluster, "read").inc()
+                raise StatusError(503, f"mkpolicy sidecar: worker {self.cluster} broke off: {_describe(exc)}") from None
+            if up.status >= 300:
+                return _copy_response(up, raw)
+            try:
+                doc = json.loads(raw)
+            except ValueError:
+                raise StatusError(
+                    502, f"mkpolicy sidecar: worker {self.cluster} sent a body that is not JSON"
+                ) from None
+            doc = await self._rewrite_document(doc, entry, manager_hint, strict)
+            response = web.Response(status=up.status, body=json.dumps(doc, separators=(",", ":")).encode())
+            for key, value in up.headers.items():
+                if key.lower() not in _REENCODED:
+                    response.headers.add(key, value)
+            response.content_type = "application/json"
+            return response
+        finally:
+            up.release()
+
+    async def _rewrite_document(self, doc: Any, entry: Entry, manager_hint: dict[str, Any] | None, strict: bool) -> Any:
+        gvk = entry.adapter.gvk
+        if not isinstance(doc, dict):
+            return doc
+        if doc.get("kind") == gvk.kind:
+            objects = [doc]
+        elif doc.get("kind") == f"{gvk.kind}List" or (
+            isinstance(doc.get("items"), list) and doc.get("kind") != "Status"
+        ):
+            objects = [o for o in doc.get("items") or [] if isinstance(o, dict)]
+        else:
+            return doc
+        managers = await self._managers(entry, objects, manager_hint)
+        results = await self._timed_batch(entry, "sync", objects, managers, strict)
+        if objects and objects[0] is doc:
+            return results[0]
+        doc = dict(doc)
+        doc["items"] = results
+        return doc
+
+    # -- watches ---------------------------------------------------------------------------------
+    async def _watch(self, request: web.Request, entry: Entry, start: float) -> web.StreamResponse:
+        headers = self.upstream.headers(request.headers, force_json=True)  # type: ignore[arg-type]
+        up = await self._send("GET", request.raw_path, headers, None, True)
+        if up.status != 200:
+            return await self._relay_objects(up, entry, manager_hint=None, strict=False)
+        metrics = self.hub.metrics
+        try:
+            response = web.StreamResponse(status=200)
+            for key, value in up.headers.items():
+                if key.lower() not in _REENCODED:
+                    response.headers.add(key, value)
+            response.content_type = "application/json"
+            await response.prepare(request)
+            metrics.request_seconds.labels(self.cluster, entry.name, "watch").observe(time.perf_counter() - start)
+            self.hub.watch_opened(self.cluster, up)
+            metrics.active_watches.labels(self.cluster).inc()
+            try:
+                pending = b""
+                async for chunk in up.content.iter_any():
+                    pending += chunk
+                    cut = pending.rfind(b"\n")
+                    if cut < 0:
+                        continue
+                    lines, pending = pending[: cut + 1], pending[cut + 1 :]
+                    out = await self._rewrite_events(lines, entry)
+                    if out:
+                        await response.write(out)
+                if pending.strip():
+                    await response.write(await self._rewrite_events(pending + b"\n", entry))
+            except (TimeoutError, aiohttp.ClientError):
+                pass  # the worker ended the watch: end ours cleanly, the client re-watches
+            finally:
+                self.hub.watch_closed(self.cluster, up)
+                metrics.active_watches.labels(self.cluster).dec()
+            await response.write_eof()
+            return response
+        finally:
+            up.release()
+
+    async def _rewrite_events(self, lines: bytes, entry: Entry) -> bytes:
+        events: list[tuple[bytes, dict[str, Any] | None]] = []
+        for line in lines.split(b"\n"):
+            if not line.strip():
+                continue
+            try:
+                event = json.loads(line)
+            except ValueError:
+                events.append((line, None))
+                continue
+            obj = event.get("object") if isinstance(event, dict) else None
+            if (
+                isinstance(obj, dict)
+                and event.get("type") in ("ADDED", "MODIFIED", "DELETED")
+                and obj.get("kind", entry.adapter.gvk.kind) == entry.adapter.gvk.kind
+            ):
+                events.append((line, event))
+            else:
+                events.append((line, None))
+        objects = [e["object"] for _, e in events if e is not None]
+        if objects:
+            managers = await self._managers(entry, objects, None)
+            rewritten = iter(await self._timed_batch(entry, "sync", objects, managers, False))
+            self.hub.metrics.watch_events.labels(self.cluster, entry.name).inc(len(objects))
+        out = []
+        for line, event in events:
+            if event is None:
+                out.append(line)
+            else:
+                new = {"type": event["type"], "object": next(rewritten)}
+                out.append(json.dumps(new, separators=(",", ":")).encode())
+        return b"\n".join(out) + b"\n" if out else b""
+
+    # -- manager objects and transforms ------------------------------------------------------------
+    async def _manager(self, entry: Entry, namespace: str | None, name: str) -> dict[str, Any] | None:
+        try:
+            return await self.hub.manager_object(entry, namespace, name)
+        except (TimeoutError, ApiError, aiohttp.ClientError, OSError) as exc:
+            self.hub.metrics.upstream_errors.labels("manager", "read").inc()
+            raise StatusError(
+                503,
+                f"mkpolicy sidecar: cannot read {entry.adapter.gvk.kind} {_ref(namespace, name)} "
+                f"from the manager: {_describe(exc)}",
+            ) from None
+
+    async def _managers(
+        self, entry: Entry, objects: list[dict[str, Any]], hint: dict[str, Any] | None
+    ) -> list[dict[str, Any] | Exception | None]:
+        """The manager's object for each worker object (an exception where it could not be read)."""
+        limit = asyncio.Semaphore(_LOOKUPS)
+
+        async def one(obj: dict[str, Any]) -> dict[str, Any] | Exception | None:
+            meta = obj.get("metadata") or {}
+            if hint is not None:
+                return hint
+            async with limit:
+                try:
+                    return await self._manager(entry, meta.get("namespace"), str(meta.get("name") or ""))
+                except StatusError as exc:
+                    return exc
+
+        if len(objects) == 1:
+            return [await one(objects[0])]
+        return list(await asyncio.gather(*(one(o) for o in objects)))
+
+    async def _timed(
+        self, entry: Entry, phase: str, fn: Callable[..., tuple[dict[str, Any], Outcome]], *args: Any
+    ) -> dict[str, Any]:
+        started = time.perf_counter()
+        try:
+            obj, outcome = await self.hub.offload(fn, *args)
+        except StatusError:
+            self._count(entry, phase, Outcome("error"), time.perf_counter() - started)
+            raise
+        self._count(entry, phase, outcome, time.perf_counter() - started)
+        return obj
+
+    async def _timed_batch(
+        self, entry: Entry, phase: str, objects: list[dict[str, Any]], managers: list[Any], strict: bool
+    ) -> list[dict[str, Any]]:
+        for manager in managers:
+            if isinstance(manager, StatusError) and strict:
+                raise manager
+        results = await self.hub.offload(_rewrite_all, entry, objects, managers, self.cluster, self.hub.origin, strict)
+        out = []
+        for obj, outcome, seconds in results:
+            if isinstance(obj, StatusError):
+                self._count(entry, phase, Outcome("error"), seconds)
+                raise obj
+            self._count(entry, phase, outcome, seconds)
+            out.append(obj)
+        return out
+
+    def _count(self, entry: Entry, phase: str, outcome: Outcome, seconds: float) -> None:
+        m = self.hub.metrics
+        m.transforms.labels(self.cluster, entry.name, phase, outcome.result).inc()
+        m.transform_seconds.labels(self.cluster, entry.name, phase).observe(seconds)
+        if outcome.result == "error":
+            m.transform_errors.labels(self.cluster, entry.name, phase).inc()
+            if outcome.error:
+                log.warning(
+                    "status write-back withheld",
+                    extra=fields(cluster=self.cluster, policy=entry.name, error=outcome.error),
+                )
+        if outcome.ignored:
+            m.ignored_patches.labels(self.cluster, entry.name, phase).inc(len(outcome.ignored))
+            for exc in outcome.ignored:
+                log.warning(
+                    "patch skipped (failurePolicy Ignore)",
+                    extra=fields(cluster=self.cluster, policy=entry.name, error=exc.report()),
+                )
+
+
+def _rewrite_all(
+    entry: Entry, objects: list[dict[str, Any]], managers: list[Any], cluster: str, origin: str, strict: bool
+) -> list[tuple[Any, Outcome, float]]:
+    """Rewrite a batch of worker objects (runs off the event loop)."""
+    out: list[tuple[Any, Outcome, float]] = []
+    for obj, manager in zip(objects, managers, strict=True):
+        started = time.perf_counter()
+        if isinstance(manager, Exception):
+            stripped = dict(obj)
+            stripped.pop("status", None)
+            out.append((stripped, Outcome("error", error=str(manager)), time.perf_counter() - started))
+            continue
+        try:
+            new, outcome = rewrite_status(entry.adapter, obj, manager, cluster, origin, strict=strict)
+        except StatusError as exc:
+            out.append((exc, Outcome("error"), time.perf_counter() - started))
+            break
+        out.append((new, outcome, time.perf_counter() - started))
+    return out
+
+
+class _Abort(Exception):
+    """The response cannot be completed; the connection is closed so the client sees it broken."""
+
+
+def _status_response(exc: StatusError) -> web.Response:
+    return web.Response(status=exc.code, body=json.dumps(exc.body()).encode(), content_type="application/json")
+
+
+def _copy_response(up: aiohttp.ClientResponse, raw: bytes) -> web.Response:
+    response = web.Response(status=up.status, reason=up.reason, body=raw)
+    for key, value in up.headers.items():
+        if key.lower() not in HOP_BY_HOP:
+            response.headers.add(key, value)
+    return response
+
+
+def _ref(namespace: str | None, name: str) -> str:
+    return f"{namespace}/{name}" if namespace else name
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+__all__ = ["Hub", "WorkerEndpoint", "status_body"]

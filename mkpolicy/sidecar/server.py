@@ -1,0 +1,351 @@
+"""The sidecar process: worker endpoints, manager caches, policy reload, probes, shutdown.
+
+``Sidecar(config, policies_dir)`` is started with ``await sidecar.start()`` and
+stopped with ``await sidecar.stop()``; ``mkpolicy sidecar`` runs it until SIGTERM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import aiohttp
+from aiohttp import web
+
+from mkpolicy.kube.client import ApiError, KubeClient, ResourceInfo
+from mkpolicy.kube.kubeconfig import (
+    KubeconfigError,
+    dump_kubeconfig,
+    load_kubeconfig,
+    parse_kubeconfig,
+    rest_config,
+)
+from mkpolicy.kube.rest import RestConfig, in_cluster_config
+from mkpolicy.policy import GVK
+from mkpolicy.sidecar.cache import ManagerCache
+from mkpolicy.sidecar.config import ConfigError, SidecarConfig, Worker
+from mkpolicy.sidecar.endpoints import Credentials, certificate_hosts, endpoint_url, load_or_create
+from mkpolicy.sidecar.logs import fields
+from mkpolicy.sidecar.metrics import Metrics
+from mkpolicy.sidecar.ops import ops_app
+from mkpolicy.sidecar.policies import Entry, PolicySet, PolicyStore, ReloadError
+from mkpolicy.sidecar.proxy import WorkerEndpoint
+from mkpolicy.sidecar.upstream import Upstream
+from mkpolicy.sidecar.wiring import (
+    UnwireResult,
+    WireResult,
+    multikueue_secret,
+    real_kubeconfig,
+    secret_path,
+    unwire,
+    wire,
+)
+
+log = logging.getLogger("mkpolicy.sidecar")
+
+T = TypeVar("T")
+
+
+class Sidecar:
+    """mkpolicy on the wire between the Kueue manager and its workers."""
+
+    def __init__(
+        self,
+        config: SidecarConfig,
+        policies_dir: str,
+        *,
+        manager: RestConfig | None = None,
+        transform_threads: int = 2,
+    ) -> None:
+        self.config = config
+        self.policies_dir = policies_dir
+        self.origin = config.origin
+        self.metrics = Metrics()
+        self.closing = False
+        self.credentials: Credentials = load_or_create(
+            config.state.dir,
+            [w.name for w in config.workers],
+            certificate_hosts(config.listen.address, config.listen.hosts),
+        )
+        self._manager_config = manager
+        self._manager: KubeClient | None = None
+        self._caches: dict[GVK, ManagerCache] = {}
+        self._upstreams: dict[str, Upstream] = {}
+        self._runners: list[web.AppRunner] = []
+        self._ports: dict[str, int] = {}
+        self._ops_port = 0
+        self._watches: dict[str, set[aiohttp.ClientResponse]] = {w.name: set() for w in config.workers}
+        self._executor = ThreadPoolExecutor(max_workers=transform_threads, thread_name_prefix="mkpolicy-transform")
+        self._store = PolicyStore(policies_dir, self._resolve, self.metrics, self._policies_changed)
+        self._first_load: asyncio.Task[None] | None = None
+        self._started = False
+
+    # -- Hub (what the endpoints use) ------------------------------------------------------------
+    @property
+    def policies(self) -> PolicySet | None:
+        """The active policy set."""
+        return self._store.active
+
+    async def manager_object(self, entry: Entry, namespace: str | None, name: str) -> dict[str, Any] | None:
+        """The manager's object for a policy kind: watch cache (or direct read, see manager.reads)."""
+        cache = self._caches.get(entry.adapter.gvk)
+        direct = self.config.manager.reads == "direct"
+        if cache is None:
+            assert self._manager is not None
+            cache = ManagerCache(self._manager, entry.info, entry.name, self.metrics)
+            direct = True
+        return await cache.lookup(namespace if entry.info.namespaced else None, name, direct=direct)
+
+    async def offload(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(*args)`` on the transform threads."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor, functools.partial(fn, *args))
+
+    def watch_opened(self, cluster: str, response: aiohttp.ClientResponse) -> None:
+        """Track an open watch (closed cleanly at shutdown)."""
+        self._watches.setdefault(cluster, set()).add(response)
+
+    def watch_closed(self, cluster: str, response: aiohttp.ClientResponse) -> None:
+        """Forget a watch."""
+        self._watches.get(cluster, set()).discard(response)
+
+    # -- information ------------------------------------------------------------------------------
+    def port(self, worker: str) -> int:
+        """The port ``worker``'s endpoint listens on (after start)."""
+        return self._ports[worker]
+
+    @property
+    def ops_port(self) -> int:
+        """The port of /healthz, /readyz and /metrics (after start)."""
+        return self._ops_port
+
+    def endpoint(self, worker: str) -> str:
+        """``https://host:port`` of ``worker``'s endpoint."""
+        return endpoint_url(self.config.listen.address, self.port(worker))
+
+    def kubeconfig(self, worker: str) -> dict[str, Any]:
+        """The kubeconfig Kueue uses for ``worker``: this sidecar's endpoint (passes Kueue's rules)."""
+        return self.credentials.kubeconfig(worker, self.endpoint(worker))
+
+    def readiness(self) -> tuple[bool, list[str]]:
+        """(ready, checks): a policy set is active, every manager cache synced, not shutting down."""
+        checks: list[str] = []
+        active = self._store.active
+        checks.append("ok policies" if active is not None else f"fail policies: {self._store.last_error or 'loading'}")
+        if active is not None:
+            names = {e.adapter.gvk: e.name for e in active.entries}
+            for gvk, name in sorted(names.items()):
+                cache = self._caches.get(gvk)
+                synced = cache is not None and cache.synced.is_set()
+                checks.append(f"ok cache {name}" if synced else f"fail cache {name}: not synced")
+        if self._store.last_error and active is not None:
+            checks.append(f"ok last-reload (rejected, previous set kept): {self._store.last_error.splitlines()[0]}")
+        if self.closing:
+            checks.append("fail shutdown: draining")
+        return all(c.startswith("ok") for c in checks), checks
+
+    @property
+    def ready(self) -> bool:
+        """Whether /readyz answers 200."""
+        return self.readiness()[0]
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Connect, load policies, listen. Raises ConfigError, KubeconfigError or ReloadError."""
+        if self._started:
+            return
+        cfg = self.config
+        self._manager = KubeClient(self._manager_config or manager_rest_config(cfg), user_agent="mkpolicy-sidecar")
+        for worker in cfg.workers:
+            self._upstreams[worker.name] = Upstream(worker.name, await self._worker_rest(worker))
+        await self._start_ops()
+        try:
+            await self._store.reload(force=True)
+        except ReloadError as exc:
+            if exc.reason != "discovery":
+                await self.stop()
+                raise
+            self._first_load = asyncio.create_task(self._retry_first_load(), name="policy-first-load")
+        for worker, port in zip(cfg.workers, cfg.worker_ports(), strict=True):
+            await self._start_endpoint(worker, port)
+        self._store.start(cfg.reload.interval_seconds)
+        self._started = True
+        log.info(
+            "sidecar started",
+            extra=fields(
+                endpoints={w.name: self.endpoint(w.name) for w in cfg.workers},
+                ops=f"http://{cfg.ops.address}:{self._ops_port}",
+                origin=self.origin,
+            ),
+        )
+
+    async def _retry_first_load(self) -> None:
+        delay = 0.5
+        while self._store.active is None:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 10.0)
+            try:
+                await self._store.reload(force=True)
+            except ReloadError:
+                continue
+
+    async def _start_ops(self) -> None:
+        runner = web.AppRunner(ops_app(self.readiness, self.metrics), access_log=None, shutdown_timeout=1.0)
+        await runner.setup()
+        site = web.TCPSite(runner, self.config.ops.address, self.config.ops.port)
+        await site.start()
+        self._runners.append(runner)
+        self._ops_port = _bound_port(runner)
+
+    async def _start_endpoint(self, worker: Worker, port: int) -> None:
+        endpoint = WorkerEndpoint(self, self._upstreams[worker.name])
+        app = web.Application(client_max_size=16 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", endpoint.handle)
+
+        async def close_watches(_: web.Application) -> None:
+            for response in list(self._watches.get(worker.name, ())):
+                response.close()
+
+        app.on_shutdown.append(close_watches)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=self.config.shutdown.grace_period_seconds)
+        await runner.setup()
+        site = web.TCPSite(runner, self.config.listen.address, port, ssl_context=self.credentials.server_context())
+        await site.start()
+        self._runners.append(runner)
+        self._ports[worker.name] = _bound_port(runner)
+
+    async def stop(self) -> None:
+        """Graceful shutdown: not ready, stop listening, end watches cleanly, drain requests, disconnect."""
+        self.closing = True
+        log.info("sidecar stopping", extra=fields(grace_seconds=self.config.shutdown.grace_period_seconds))
+        if self._first_load is not None:
+            self._first_load.cancel()
+        await self._store.stop()
+        # Endpoints first (in-flight requests drain), the probes last.
+        for runner in reversed(self._runners):
+            await runner.cleanup()
+        self._runners.clear()
+        for cache in list(self._caches.values()):
+            await cache.stop()
+        self._caches.clear()
+        for upstream in self._upstreams.values():
+            await upstream.close()
+        if self._manager is not None:
+            await self._manager.close()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._started = False
+        log.info("sidecar stopped")
+
+    async def run(self, stop: asyncio.Event | None = None) -> None:
+        """Start, serve until SIGTERM/SIGINT (or ``stop``), then shut down gracefully."""
+        stop = stop or asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, stop.set)
+        await self.start()
+        try:
+            await stop.wait()
+        finally:
+            await self.stop()
+
+    # -- policies and caches ---------------------------------------------------------------------
+    async def _resolve(self, gvk: GVK) -> ResourceInfo:
+        assert self._manager is not None
+        return await self._manager.discover(gvk.group, gvk.version, gvk.kind)
+
+    async def _policies_changed(self, new: PolicySet) -> None:
+        assert self._manager is not None
+        wanted = {e.adapter.gvk: e for e in new.entries}
+        for gvk in [g for g in self._caches if g not in wanted]:
+            await self._caches.pop(gvk).stop()
+        for gvk, entry in wanted.items():
+            if gvk not in self._caches:
+                cache = ManagerCache(self._manager, entry.info, entry.name, self.metrics)
+                cache.start()
+                self._caches[gvk] = cache
+
+    async def wait_ready(self, timeout: float = 30.0) -> None:
+        """Wait until /readyz would answer 200 (TimeoutError naming the failing checks)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            ready, checks = self.readiness()
+            if ready:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError("sidecar not ready: " + "; ".join(c for c in checks if not c.startswith("ok")))
+            await asyncio.sleep(0.02)
+
+    # -- workers --------------------------------------------------------------------------------------
+    async def _worker_rest(self, worker: Worker) -> RestConfig:
+        source = worker.kubeconfig
+        if source.file is not None:
+            name = source.file
+            config = load_kubeconfig(source.file)
+        else:
+            assert source.secret is not None and self._manager is not None
+            ns = self.config.manager.namespace
+            name = f"Secret {ns}/{source.secret.name} key {source.secret.key}"
+            try:
+                secret = await self._manager.get(secret_path(ns, source.secret.name))
+            except (ApiError, aiohttp.ClientError, OSError) as exc:
+                raise ConfigError(f"worker {worker.name}: cannot read {name}: {exc}") from None
+            raw = real_kubeconfig(secret, source.secret.key)
+            if raw is None:
+                raise ConfigError(f"worker {worker.name}: {name} holds no kubeconfig")
+            config = parse_kubeconfig(raw, name)
+        try:
+            rest = rest_config(config, name)
+        except KubeconfigError as exc:
+            raise KubeconfigError(f"worker {worker.name}: {exc.message}", exc.location, exc.violations) from None
+        own = {endpoint_url(self.config.listen.address, p) for p in self.config.worker_ports() if p}
+        if rest.server.rstrip("/") in own:
+            raise ConfigError(
+                f"worker {worker.name}: its kubeconfig points at this sidecar ({rest.server}), not the worker"
+            )
+        return rest
+
+    async def wire(self) -> dict[str, WireResult]:
+        """Point every worker's MultiKueueCluster Secret at this sidecar (after start)."""
+        assert self._manager is not None
+        out: dict[str, WireResult] = {}
+        for worker in self.config.workers:
+            secret = await multikueue_secret(self._manager, worker)
+            text = dump_kubeconfig(self.kubeconfig(worker.name))
+            out[worker.name] = await wire(
+                self._manager, self.config.manager.namespace, secret, text, self.endpoint(worker.name)
+            )
+        return out
+
+
+async def unwire_all(config: SidecarConfig, manager: RestConfig | None = None) -> dict[str, UnwireResult]:
+    """Restore every worker's MultiKueueCluster Secret as it was before ``--wire``."""
+    async with KubeClient(manager or manager_rest_config(config), user_agent="mkpolicy-sidecar") as client:
+        out: dict[str, UnwireResult] = {}
+        for worker in config.workers:
+            secret = await multikueue_secret(client, worker)
+            out[worker.name] = await unwire(client, config.manager.namespace, secret)
+        return out
+
+
+def manager_rest_config(config: SidecarConfig) -> RestConfig:
+    """The manager connection: its kubeconfig file, or the pod's service account."""
+    path = config.manager.kubeconfig
+    if path is None:
+        return in_cluster_config()
+    data = load_kubeconfig(path)
+    return rest_config(
+        data, path, kueue_rules=False, base_dir=os.path.dirname(os.path.abspath(path)), context=config.manager.context
+    )
+
+
+def _bound_port(runner: web.AppRunner) -> int:
+    addresses = runner.addresses
+    return int(addresses[-1][1]) if addresses else 0
