@@ -270,7 +270,9 @@ class SidecarConfig(_Model):
                 raise ValueError(f"workers: worker {worker.name!r} would listen on port {port}; lower listen.basePort")
             if port and port in ports:
                 raise ValueError(f"workers: {worker.name!r} and {ports[port]!r} would both listen on port {port}")
-            if port and port == self.ops.port and self.listen.address in (self.ops.address, "0.0.0.0", "::"):
+            wildcard = {"0.0.0.0", "::"}
+            shared = self.listen.address == self.ops.address or {self.listen.address, self.ops.address} & wildcard
+            if port and port == self.ops.port and shared:
                 raise ValueError(f"workers: {worker.name!r} would listen on the ops port {port}")
             ports[port] = worker.name
         return self

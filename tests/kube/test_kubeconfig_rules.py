@@ -1,0 +1,162 @@
+"""Kueue's MultiKueue kubeconfig rules, as mkpolicy applies them to generated and given kubeconfigs."""
+
+from __future__ import annotations
+
+import base64
+import copy
+from typing import Any
+
+import pytest
+
+from mkpolicy.kube.certs import make_ca
+from mkpolicy.kube.kubeconfig import (
+    KubeconfigError,
+    check_kueue_rules,
+    kueue_violations,
+    make_kubeconfig,
+    parse_kubeconfig,
+    rest_config,
+    valid_server_host,
+)
+
+CA = make_ca("test-ca")
+
+
+def good() -> dict[str, Any]:
+    return make_kubeconfig("https://10.0.0.1:6443", CA.cert_pem, "t0ken", cluster="worker1")
+
+
+def with_cluster(**fields: Any) -> dict[str, Any]:
+    cfg = good()
+    cfg["clusters"][0]["cluster"].update(fields)
+    return cfg
+
+
+def with_user(**fields: Any) -> dict[str, Any]:
+    cfg = good()
+    cfg["users"][0]["user"].update(fields)
+    return cfg
+
+
+def test_generated_kubeconfig_passes() -> None:
+    assert kueue_violations(good()) == []
+    check_kueue_rules(good())
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        (with_user(tokenFile="/var/run/token"), "tokenFile is not allowed"),
+        (with_user(**{"client-certificate": "/tmp/c.crt"}), "client-certificate file paths are not allowed"),
+        (with_user(**{"client-key": "/tmp/c.key"}), "client-key file paths are not allowed"),
+        (with_user(username="admin", password="secret"), "basic auth"),
+        (with_user(exec={"command": "gke-gcloud-auth-plugin", "apiVersion": "v1"}), "exec credential plugins"),
+        (with_user(**{"auth-provider": {"name": "oidc"}}), "auth-provider plugins"),
+        (with_cluster(**{"insecure-skip-tls-verify": True}), "insecure-skip-tls-verify is not allowed"),
+        (with_cluster(**{"certificate-authority": "/etc/ca.crt"}), "certificate-authority file paths"),
+        (with_cluster(server="http://10.0.0.1:6443"), "must use https"),
+        (with_cluster(server="https://user:pw@api.example.com"), "must not carry user info"),
+        (with_cluster(server="https://invalid_host.example.com"), "untrusted server endpoint"),
+        (with_cluster(server=""), "a server URL is required"),
+        (with_cluster(**{"certificate-authority-data": base64.b64encode(b"junk").decode()}), "not a base64 PEM"),
+    ],
+    ids=[
+        "token-file",
+        "client-cert-file",
+        "client-key-file",
+        "basic-auth",
+        "exec",
+        "auth-provider",
+        "insecure",
+        "ca-file",
+        "plain-http",
+        "user-info",
+        "bad-host",
+        "no-server",
+        "ca-not-pem",
+    ],
+)
+def test_each_rule_rejects(config: dict[str, Any], expected: str) -> None:
+    problems = kueue_violations(config)
+    assert any(expected in p for p in problems), problems
+    with pytest.raises(KubeconfigError) as info:
+        check_kueue_rules(config, "w.kubeconfig")
+    assert expected in str(info.value)
+    assert str(info.value.location) == "w.kubeconfig"
+
+
+def test_ca_data_required_unless_relaxed() -> None:
+    cfg = good()
+    del cfg["clusters"][0]["cluster"]["certificate-authority-data"]
+    assert any("certificate-authority-data is required" in p for p in kueue_violations(cfg))
+    assert kueue_violations(cfg, require_ca_data=False) == []
+
+
+def test_all_violations_are_listed() -> None:
+    cfg = with_user(tokenFile="/t", username="u")
+    cfg["clusters"][0]["cluster"]["insecure-skip-tls-verify"] = True
+    with pytest.raises(KubeconfigError) as info:
+        check_kueue_rules(cfg)
+    assert len(info.value.violations) == 3
+
+
+def test_unresolvable_current_context() -> None:
+    cfg = good()
+    cfg["current-context"] = "nope"
+    assert any("current-context 'nope'" in p for p in kueue_violations(cfg))
+    cfg = good()
+    cfg["contexts"][0]["context"]["cluster"] = "missing"
+    assert any("names cluster 'missing'" in p for p in kueue_violations(cfg))
+
+
+@pytest.mark.parametrize(
+    ("server", "ok"),
+    [
+        ("https://API.Example.com:6443", True),
+        ("https://[2001:db8::1]:6443", True),
+        ("https://127.0.0.1:9443", True),
+        ("https://my_host:443", False),
+        ("https://-bad.example.com", False),
+    ],
+)
+def test_server_host(server: str, ok: bool) -> None:
+    assert valid_server_host(server) is ok
+
+
+def test_rest_config_of_a_good_kubeconfig() -> None:
+    rc = rest_config(good())
+    assert rc.server == "https://10.0.0.1:6443"
+    assert rc.token == "t0ken"
+    assert rc.ca_pem == CA.cert_pem
+    assert "t0ken" not in repr(rc)
+    assert rc.ssl_context() is not None
+
+
+def test_rest_config_enforces_rules_for_workers_only(tmp_path: Any) -> None:
+    ca_file = tmp_path / "ca.crt"
+    ca_file.write_bytes(CA.cert_pem)
+    cfg = good()
+    cluster = cfg["clusters"][0]["cluster"]
+    del cluster["certificate-authority-data"]
+    cluster["certificate-authority"] = "ca.crt"
+    with pytest.raises(KubeconfigError, match="certificate-authority file paths"):
+        rest_config(cfg, "worker")
+    # the manager's own kubeconfig may use files (relative to its directory)
+    rc = rest_config(copy.deepcopy(cfg), "manager", kueue_rules=False, base_dir=str(tmp_path))
+    assert rc.ca_pem == CA.cert_pem
+
+
+def test_rest_config_refuses_plugins_even_without_rules() -> None:
+    with pytest.raises(KubeconfigError, match="exec credential plugins are not supported"):
+        rest_config(with_user(exec={"command": "x"}), kueue_rules=False)
+
+
+def test_parse_errors_are_located() -> None:
+    with pytest.raises(KubeconfigError) as info:
+        parse_kubeconfig("clusters: [\n  - a\n  b: c\n", "k.yaml")
+    assert info.value.location.file == "k.yaml"
+    assert info.value.location.line is not None
+    with pytest.raises(KubeconfigError, match="expected kind 'Config'"):
+        parse_kubeconfig("kind: Pod\n")
+    with pytest.raises(KubeconfigError, match="expected a kubeconfig mapping"):
+        parse_kubeconfig("- 1\n")

@@ -1,0 +1,97 @@
+"""The SidecarConfig file: defaults, validation, located errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mkpolicy.sidecar.config import ConfigError, config_from_dict, load_config
+
+MINIMAL = """\
+apiVersion: mkpolicy.io/v1alpha1
+kind: SidecarConfig
+workers:
+  - name: worker1
+    kubeconfig: {file: /etc/w1.kubeconfig}
+  - name: worker2
+    kubeconfig:
+      secret: {name: worker2-real}
+"""
+
+
+def write(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "sidecar.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_minimal_config_gets_defaults(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path, MINIMAL))
+    assert cfg.origin == "multikueue"
+    assert cfg.listen.address == "127.0.0.1"
+    assert cfg.worker_ports() == [9443, 9444]
+    assert cfg.manager.kubeconfig is None and cfg.manager.namespace == "kueue-system"
+    assert cfg.manager.reads == "cache"
+    assert cfg.workers[1].kubeconfig.secret is not None
+    assert cfg.workers[1].kubeconfig.secret.key == "kubeconfig"
+    assert cfg.ops.port == 8081
+
+
+def test_explicit_ports_and_ephemeral_ports() -> None:
+    cfg = config_from_dict(
+        {
+            "listen": {"basePort": 0},
+            "workers": [
+                {"name": "a", "kubeconfig": {"file": "x"}},
+                {"name": "b", "kubeconfig": {"file": "y"}, "port": 9600},
+            ],
+        }
+    )
+    assert cfg.worker_ports() == [0, 9600]
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "message"),
+    [
+        (MINIMAL + "bogus: 1\n", 9, "unknown field 'bogus'"),
+        (MINIMAL.replace("name: worker2", "name: Worker_2"), 6, "expected a MultiKueueCluster name"),
+        (MINIMAL.replace("{file: /etc/w1.kubeconfig}", "{}"), 5, "expected exactly one of 'file' or 'secret'"),
+        (MINIMAL + "listen: {basePort: 70000}\n", 9, "expected a TCP port"),
+        (MINIMAL + "manager: {reads: sometimes}\n", 9, "manager.reads"),
+        (MINIMAL + "origin: 'bad origin'\n", 9, "expected a label value"),
+        (MINIMAL.replace("worker2", "worker1"), 1, "duplicate worker name"),
+    ],
+    ids=["unknown-field", "bad-name", "no-source", "bad-port", "bad-enum", "bad-origin", "duplicate"],
+)
+def test_invalid_configs_are_located(tmp_path: Path, text: str, line: int, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, text))
+    assert any(message in p for p in info.value.problems), info.value.problems
+    assert info.value.location.file is not None and info.value.location.file.endswith("sidecar.yaml")
+    assert info.value.location.line == line
+
+
+def test_port_collisions() -> None:
+    with pytest.raises(ConfigError, match="both listen on port 9443"):
+        config_from_dict(
+            {
+                "workers": [
+                    {"name": "a", "kubeconfig": {"file": "x"}},
+                    {"name": "b", "kubeconfig": {"file": "y"}, "port": 9443},
+                ]
+            }
+        )
+    with pytest.raises(ConfigError, match="ops port"):
+        config_from_dict({"ops": {"port": 9443}, "workers": [{"name": "a", "kubeconfig": {"file": "x"}}]})
+
+
+def test_no_workers_and_unreadable_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="at least one worker"):
+        config_from_dict({"workers": []})
+    with pytest.raises(ConfigError, match="missing required field 'workers'"):
+        load_config(write(tmp_path, "kind: SidecarConfig\n"))
+    with pytest.raises(ConfigError):
+        load_config(str(tmp_path / "absent.yaml"))
+    with pytest.raises(ConfigError, match="expected one YAML document"):
+        load_config(write(tmp_path, MINIMAL + "---\n" + MINIMAL))

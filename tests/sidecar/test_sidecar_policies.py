@@ -1,0 +1,124 @@
+"""The policy store: first load, hot reload, a bad reload keeps the last good set."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mkpolicy.kube.client import ApiError, ResourceInfo
+from mkpolicy.policy import GVK
+from mkpolicy.sidecar.metrics import Metrics
+from mkpolicy.sidecar.policies import PolicySet, PolicyStore, ReloadError, fingerprint
+
+DATA = Path(__file__).parent / "data"
+
+ARGO = """\
+apiVersion: mkpolicy.io/v1alpha1
+kind: FrameworkPolicy
+metadata: {name: argo}
+spec:
+  framework: Workflow.v1alpha1.argoproj.io
+"""
+
+
+async def resolve(gvk: GVK) -> ResourceInfo:
+    if gvk.group == "unknown.example.com":
+        raise ApiError(404, "NotFound", f"no {gvk}")
+    return ResourceInfo(gvk.group, gvk.version, gvk.kind, gvk.kind.lower() + "s", True)
+
+
+def sample(metrics: Metrics, name: str, labels: dict[str, str] | None = None) -> float:
+    value = metrics.registry.get_sample_value(name, labels or {})
+    return value or 0.0
+
+
+def test_load_reload_and_rejections(tmp_path: Path) -> None:
+    shutil.copy(DATA / "tekton-policy.yaml", tmp_path / "tekton.yaml")
+    metrics = Metrics()
+    changes: list[PolicySet] = []
+
+    async def on_change(new: PolicySet) -> None:
+        changes.append(new)
+
+    async def scenario() -> None:
+        store = PolicyStore(str(tmp_path), resolve, metrics, on_change)
+        assert await store.reload(force=True)
+        assert store.active is not None
+        entry = store.active.lookup("tekton.dev", "pipelineruns")
+        assert entry is not None and entry.name == "test-pipelinerun"
+        assert store.active.lookup("tekton.dev", "tasks") is None
+        assert not await store.reload()  # nothing changed
+
+        (tmp_path / "argo.yaml").write_text(ARGO)
+        assert await store.reload()
+        assert store.active.lookup("argoproj.io", "workflows") is not None
+        good = store.active
+
+        (tmp_path / "argo.yaml").write_text(ARGO.replace("framework:", "framewrk:"))
+        with pytest.raises(ReloadError) as info:
+            await store.reload()
+        assert info.value.reason == "load" and "argo.yaml" in info.value.message
+        assert store.active is good and store.last_error is not None
+        assert not await store.reload()  # the same bad content is not retried
+
+        (tmp_path / "argo.yaml").write_text(
+            ARGO + "  creation:\n    patches:\n      - type: JSONPatch\n        jsonPatch: {expression: 'nope('}\n"
+        )
+        with pytest.raises(ReloadError) as info:
+            await store.reload()
+        assert info.value.reason == "compile" and store.active is good
+
+        (tmp_path / "argo.yaml").write_text(ARGO.replace("argoproj.io", "unknown.example.com"))
+        with pytest.raises(ReloadError) as info:
+            await store.reload()
+        assert info.value.reason == "discovery" and store.active is good
+
+        os.remove(tmp_path / "argo.yaml")
+        assert await store.reload()
+        assert store.active.lookup("argoproj.io", "workflows") is None and store.last_error is None
+
+    asyncio.run(scenario())
+    assert len(changes) == 3
+    assert sample(metrics, "mkpolicy_sidecar_policy_reloads_total", {"result": "ok"}) == 3
+    assert sample(metrics, "mkpolicy_sidecar_policy_reloads_total", {"result": "error"}) == 3
+    for reason in ("load", "compile", "discovery"):
+        assert sample(metrics, "mkpolicy_sidecar_policy_reload_errors_total", {"reason": reason}) == 1
+    assert sample(metrics, "mkpolicy_sidecar_policies") == 1
+
+
+def test_fingerprint_follows_configmap_symlink_swaps(tmp_path: Path) -> None:
+    """A ConfigMap volume: files are symlinks into ..data, which is swapped atomically."""
+    v1, v2 = tmp_path / "..2024_v1", tmp_path / "..2024_v2"
+    v1.mkdir()
+    v2.mkdir()
+    (v1 / "p.yaml").write_text("a: 1\n")
+    (v2 / "p.yaml").write_text("a: 2\n")
+    os.symlink(v1.name, tmp_path / "..data")
+    os.symlink("..data/p.yaml", tmp_path / "p.yaml")
+    before = fingerprint(str(tmp_path))
+    os.symlink(v2.name, tmp_path / "..data_tmp")
+    os.replace(tmp_path / "..data_tmp", tmp_path / "..data")
+    assert fingerprint(str(tmp_path)) != before
+
+
+def test_periodic_reload_task(tmp_path: Path) -> None:
+    shutil.copy(DATA / "tekton-policy.yaml", tmp_path / "tekton.yaml")
+    metrics = Metrics()
+
+    async def scenario() -> None:
+        store = PolicyStore(str(tmp_path), resolve, metrics)
+        await store.reload(force=True)
+        store.start(0.05)
+        (tmp_path / "argo.yaml").write_text(ARGO)
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            if store.active is not None and store.active.lookup("argoproj.io", "workflows"):
+                break
+        await store.stop()
+        assert store.active is not None and store.active.lookup("argoproj.io", "workflows") is not None
+
+    asyncio.run(scenario())

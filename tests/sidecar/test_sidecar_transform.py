@@ -1,0 +1,237 @@
+"""The transforms on the wire: worker copies on create, status rewriting on reads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import mkpolicy
+from mkpolicy.engine import ORIGIN_LABEL, PREBUILT_WORKLOAD_KEY
+from mkpolicy.sidecar.paths import parse_target
+from mkpolicy.sidecar.status import StatusError
+from mkpolicy.sidecar.transform import apply_merge_patch, context_of, rewrite_status, worker_copy
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(scope="module")
+def adapter() -> mkpolicy.Adapter:
+    return mkpolicy.compile(mkpolicy.load(str(DATA / "tekton-policy.yaml"))[0])
+
+
+def manager_run(**spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "tekton.dev/v1",
+        "kind": "PipelineRun",
+        "metadata": {
+            "name": "run-1",
+            "namespace": "team-a",
+            "uid": "u-1",
+            "resourceVersion": "7",
+            "labels": {"x": "1"},
+        },
+        "spec": {"managedBy": "kueue.x-k8s.io/multikueue", "pipelineRef": {"name": "p"}, **spec},
+        "status": {"conditions": [{"type": "Succeeded", "status": "Unknown"}]},
+    }
+
+
+def kueue_body(identifier: str = "annotation") -> dict[str, Any]:
+    """What Kueue's generic adapter POSTs: its own clone of the manager's object."""
+    meta: dict[str, Any] = {"name": "run-1", "namespace": "team-a", "labels": {"x": "1", ORIGIN_LABEL: "multikueue"}}
+    if identifier == "annotation":
+        meta["annotations"] = {PREBUILT_WORKLOAD_KEY: "pipelinerun-run-1-abc"}
+    else:
+        meta["labels"][PREBUILT_WORKLOAD_KEY] = "pipelinerun-run-1-abc"
+    return {
+        "apiVersion": "tekton.dev/v1",
+        "kind": "PipelineRun",
+        "metadata": meta,
+        "spec": {"pipelineRef": {"name": "p"}},
+    }
+
+
+@pytest.mark.parametrize("identifier", ["annotation", "label"])
+def test_worker_copy_is_the_policys_create(adapter: mkpolicy.Adapter, identifier: str) -> None:
+    manager = manager_run(timeouts={"pipeline": "1h"})
+    worker, outcome = worker_copy(adapter, manager, kueue_body(identifier), "worker1")
+    ctx = mkpolicy.Context("pipelinerun-run-1-abc", "multikueue", "worker1", None, identifier)  # type: ignore[arg-type]
+    assert worker == adapter.create(manager, ctx)
+    assert outcome.result == "ok"
+    assert worker["metadata"]["annotations"]["mkpolicy.io/dispatched-to"] == "worker1"
+    assert "timeouts" not in worker["spec"] and "managedBy" not in worker["spec"]
+    assert "status" not in worker and "uid" not in worker["metadata"]
+
+
+def test_worker_copy_refusals(adapter: mkpolicy.Adapter) -> None:
+    body = kueue_body()
+    del body["metadata"]["labels"][ORIGIN_LABEL]
+    with pytest.raises(StatusError) as info:
+        worker_copy(adapter, manager_run(), body, "worker1")
+    assert info.value.code == 400 and ORIGIN_LABEL in info.value.message
+    body = kueue_body()
+    del body["metadata"]["annotations"]
+    with pytest.raises(StatusError, match="prebuilt workload name"):
+        worker_copy(adapter, manager_run(), body, "worker1")
+    unmanaged = manager_run()
+    unmanaged["spec"]["managedBy"] = "someone-else"
+    with pytest.raises(StatusError) as info:
+        worker_copy(adapter, unmanaged, kueue_body(), "worker1")
+    assert info.value.code == 403 and "does not manage" in info.value.message
+
+
+def test_failing_creation_patch_names_policy_and_patch() -> None:
+    policy = mkpolicy.policy.loads(
+        """
+apiVersion: mkpolicy.io/v1alpha1
+kind: FrameworkPolicy
+metadata: {name: broken}
+spec:
+  framework: PipelineRun.v1.tekton.dev
+  creation:
+    patches:
+      - type: JSONPatch
+        jsonPatch:
+          expression: '[JSONPatch{op: "replace", path: "/spec/nothing/here", value: 1}]'
+"""
+    )[0]
+    with pytest.raises(StatusError) as info:
+        worker_copy(mkpolicy.compile(policy), manager_run(), kueue_body(), "worker1")
+    assert info.value.code == 500
+    assert "policy broken" in info.value.message and "creation patch #1" in info.value.message
+    body = info.value.body()
+    assert body["kind"] == "Status" and body["reason"] == "InternalError" and body["code"] == 500
+
+
+def test_rewrite_status_is_the_manager_status_after_sync(adapter: mkpolicy.Adapter) -> None:
+    manager = manager_run()
+    worker, _ = worker_copy(adapter, manager, kueue_body(), "worker1")
+    worker["status"] = {"conditions": [{"type": "Succeeded", "status": "True"}], "startTime": "t0", "taskRuns": {}}
+    out, outcome = rewrite_status(adapter, worker, manager, "worker1", "multikueue")
+    ctx = context_of(worker, "worker1")
+    assert ctx is not None
+    patch = adapter.sync(manager, worker, ctx)
+    assert out["status"] == apply_merge_patch(manager, patch)["status"]
+    assert out["status"]["observedCluster"] == "worker1" and "taskRuns" not in out["status"]
+    assert outcome.result == "ok"
+    assert {k: v for k, v in out.items() if k != "status"} == {k: v for k, v in worker.items() if k != "status"}
+    assert worker["status"]["taskRuns"] == {}  # input untouched
+
+
+def test_rewrite_status_when_nothing_is_to_be_written(adapter: mkpolicy.Adapter) -> None:
+    manager = manager_run()
+    worker, _ = worker_copy(adapter, manager, kueue_body(), "worker1")
+    # another origin's copy: the manager's status as it is (Kueue then writes nothing)
+    foreign = {**worker, "metadata": {**worker["metadata"], "labels": {ORIGIN_LABEL: "other"}}, "status": {"a": 1}}
+    out, outcome = rewrite_status(adapter, foreign, manager, "worker1", "multikueue")
+    assert out["status"] == manager["status"] and outcome.result == "not_ours"
+    # the manager has no such object: no status at all
+    out, outcome = rewrite_status(adapter, {**worker, "status": {"a": 1}}, None, "worker1", "multikueue")
+    assert "status" not in out and outcome.result == "no_manager"
+    # not managed by the policy
+    unmanaged = manager_run()
+    unmanaged["spec"]["managedBy"] = "x"
+    out, outcome = rewrite_status(adapter, {**worker, "status": {"a": 1}}, unmanaged, "worker1", "multikueue")
+    assert out["status"] == unmanaged["status"] and outcome.result == "not_managed"
+
+
+def test_rewrite_status_errors_strict_or_stripped() -> None:
+    policy = mkpolicy.policy.loads(
+        """
+apiVersion: mkpolicy.io/v1alpha1
+kind: FrameworkPolicy
+metadata: {name: bad-sync}
+spec:
+  framework: PipelineRun.v1.tekton.dev
+  sync:
+    patches:
+      - type: JSONPatch
+        jsonPatch:
+          expression: '[JSONPatch{op: "add", path: "/status", value: workerObject.status.missing.deeper}]'
+"""
+    )[0]
+    adapter = mkpolicy.compile(policy)
+    worker = {**kueue_body(), "status": {"x": 1}}
+    with pytest.raises(StatusError) as info:
+        rewrite_status(adapter, worker, manager_run(), "worker1", "multikueue")
+    assert "policy bad-sync" in info.value.message and "sync patch #1" in info.value.message
+    out, outcome = rewrite_status(adapter, worker, manager_run(), "worker1", "multikueue", strict=False)
+    assert "status" not in out and outcome.result == "error" and outcome.error
+
+
+def test_generic_policy_copies_worker_status() -> None:
+    policy = mkpolicy.policy.loads(
+        "apiVersion: mkpolicy.io/v1alpha1\nkind: FrameworkPolicy\nmetadata: {name: g}\n"
+        "spec: {framework: PipelineRun.v1.tekton.dev}\n"
+    )[0]
+    adapter = mkpolicy.compile(policy)
+    worker = {**kueue_body(), "status": {"completionTime": "t1", "conditions": []}}
+    out, _ = rewrite_status(adapter, worker, manager_run(), "worker1", "multikueue")
+    assert out["status"] == worker["status"]
+    out, outcome = rewrite_status(
+        adapter, {**worker, "status": manager_run()["status"]}, manager_run(), "w", "multikueue"
+    )
+    assert outcome.result == "unchanged" and out["status"] == manager_run()["status"]
+
+
+def test_apply_merge_patch() -> None:
+    assert apply_merge_patch({"a": {"b": 1, "c": 2}, "d": 1}, {"a": {"b": None, "e": [1]}, "d": None}) == {
+        "a": {"c": 2, "e": [1]}
+    }
+    assert apply_merge_patch({"a": 1}, {"a": {"b": None}}) == {"a": {}}
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "query", "expected"),
+    [
+        (
+            "GET",
+            "/apis/tekton.dev/v1/namespaces/a/pipelineruns/r",
+            {},
+            ("tekton.dev", "pipelineruns", "a", "r", None, "get"),
+        ),
+        (
+            "GET",
+            "/apis/tekton.dev/v1/namespaces/a/pipelineruns",
+            {},
+            ("tekton.dev", "pipelineruns", "a", None, None, "list"),
+        ),
+        (
+            "GET",
+            "/apis/tekton.dev/v1/pipelineruns",
+            {"watch": "true"},
+            ("tekton.dev", "pipelineruns", None, None, None, "watch"),
+        ),
+        (
+            "GET",
+            "/apis/tekton.dev/v1/watch/namespaces/a/pipelineruns",
+            {},
+            ("tekton.dev", "pipelineruns", "a", None, None, "watch"),
+        ),
+        (
+            "POST",
+            "/apis/tekton.dev/v1/namespaces/a/pipelineruns",
+            {},
+            ("tekton.dev", "pipelineruns", "a", None, None, "create"),
+        ),
+        (
+            "PATCH",
+            "/apis/tekton.dev/v1/namespaces/a/pipelineruns/r/status",
+            {},
+            ("tekton.dev", "pipelineruns", "a", "r", "status", "patch"),
+        ),
+        ("DELETE", "/api/v1/namespaces/a/configmaps/c", {}, ("", "configmaps", "a", "c", None, "delete")),
+        ("GET", "/api/v1/namespaces", {}, ("", "namespaces", None, None, None, "list")),
+        ("GET", "/api/v1/namespaces/a", {}, ("", "namespaces", None, "a", None, "get")),
+    ],
+)
+def test_parse_target(method: str, path: str, query: dict[str, str], expected: tuple[Any, ...]) -> None:
+    t = parse_target(method, path, query)
+    assert t is not None
+    assert (t.group, t.resource, t.namespace, t.name, t.subresource, t.verb) == expected
+
+
+@pytest.mark.parametrize("path", ["/version", "/apis", "/apis/tekton.dev", "/api", "/openapi/v2", "/healthz"])
+def test_non_resource_paths(path: str) -> None:
+    assert parse_target("GET", path, {}) is None
