@@ -179,8 +179,15 @@ class Adapter:
         worker = self._apply(self.creation, start, manager, None, ctx, skipped, None)
         if self._creation_violation(worker, start, ctx, place) is not None:
             skipped = []
-            worker = self._apply(self.creation, start, manager, None, ctx, skipped,
-                                 lambda new, old: self._creation_violation(new, old, ctx, place))
+            worker = self._apply(
+                self.creation,
+                start,
+                manager,
+                None,
+                ctx,
+                skipped,
+                lambda new, old: self._creation_violation(new, old, ctx, place),
+            )
         self._record(skipped, ignored)
         return worker
 
@@ -268,8 +275,15 @@ class Adapter:
             target["status"] = status
         else:
             skipped: list[MkpolicyError] = []
-            target = self._apply(self.sync_patches, manager, manager, dict(worker_obj), ctx, skipped,
-                                 lambda new, old: self._sync_violation(new, manager))
+            target = self._apply(
+                self.sync_patches,
+                manager,
+                manager,
+                dict(worker_obj),
+                ctx,
+                skipped,
+                lambda new, old: self._sync_violation(new, manager),
+            )
             self._record(skipped, ignored)
         patch = create_merge_patch(manager, target)
         return copy_json(patch) if patch else None

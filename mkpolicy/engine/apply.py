@@ -76,9 +76,7 @@ def _merge(live: Any, patch: Any, schema: Schema, path: str, problems: list[str]
     return patch
 
 
-def _merge_map_list(
-    live: list[Any], patch: list[Any], schema: Schema, path: str, problems: list[str]
-) -> list[Any]:
+def _merge_map_list(live: list[Any], patch: list[Any], schema: Schema, path: str, problems: list[str]) -> list[Any]:
     keys = schema.list_map_keys
     items = schema.items()
 

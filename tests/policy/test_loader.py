@@ -209,7 +209,7 @@ def test_multi_document_file(tmp_path: Path) -> None:
         (lambda d: d / "missing.yaml", "no such file or directory"),
         (lambda d: (d / "empty").mkdir() or d / "empty", "directory holds no *.yaml or *.yml files"),
         (
-            lambda d: (d / "objs").mkdir() or (d / "objs" / "o.yaml").write_text("kind: Pod\n") and d / "objs",
+            lambda d: (d / "objs").mkdir() or ((d / "objs" / "o.yaml").write_text("kind: Pod\n") and d / "objs"),
             "directory holds no FrameworkPolicy documents",
         ),
         (lambda d: (d / "bin.yaml").write_bytes(b"\x00\x01\x02") and d / "bin.yaml", "found binary data"),
