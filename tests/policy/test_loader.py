@@ -50,6 +50,16 @@ def test_managed_by_null_means_always_managed() -> None:
             id="enum",
         ),
         pytest.param(
+            "spec:\n  framework: PipelineRun.v1.tekton.dev\n  params: [1]\n  creation: {patches: x}\n"
+            "  managedBy: {value: 3}\n",
+            [
+                "p.yaml:7:11: error: spec.params: expected a mapping; found a list",
+                "p.yaml:8:23: error: spec.creation.patches: expected a list; found the string 'x'",
+                "p.yaml:9:22: error: spec.managedBy.value: expected a string; found the integer 3",
+            ],
+            id="wrong-types",
+        ),
+        pytest.param(
             "spec:\n  framework: PipelineRun.v1.tekton.dev\n  bogus: 1\n",
             [
                 "p.yaml:7:3: error: unknown field 'spec.bogus'; expected one of: creation, failurePolicy, "
