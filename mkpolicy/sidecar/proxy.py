@@ -14,10 +14,11 @@ Per request (DESIGN.md §3):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
 import aiohttp
@@ -146,19 +147,19 @@ class WorkerEndpoint:
                 self.hub.watch_opened(self.cluster, up)
                 self.hub.metrics.active_watches.labels(self.cluster).inc()
             try:
-                async for chunk in up.content.iter_any():
-                    await response.write(chunk)
-            except (TimeoutError, aiohttp.ClientError) as exc:
-                if not watching:
-                    raise _Abort(f"the worker broke off the response: {exc}") from None
+                complete = await _pump(up, response, self._relay_chunk)
             finally:
                 if watching:
                     self.hub.watch_closed(self.cluster, up)
                     self.hub.metrics.active_watches.labels(self.cluster).dec()
-            await response.write_eof()
+            await _finish(request, response, complete or watching)
             return response
         finally:
             up.release()
+
+    @staticmethod
+    async def _relay_chunk(chunk: bytes) -> bytes:
+        return chunk
 
     async def _send(
         self, method: str, raw_path: str, headers: Any, body: bytes | None, watching: bool
@@ -325,25 +326,28 @@ class WorkerEndpoint:
             metrics.request_seconds.labels(self.cluster, entry.name, "watch").observe(time.perf_counter() - start)
             self.hub.watch_opened(self.cluster, up)
             metrics.active_watches.labels(self.cluster).inc()
+            pending = b""
+
+            async def relay(chunk: bytes) -> bytes:
+                nonlocal pending
+                pending += chunk
+                cut = pending.rfind(b"\n")
+                if cut < 0:
+                    return b""
+                lines, pending = pending[: cut + 1], pending[cut + 1 :]
+                return await self._rewrite_events(lines, entry)
+
             try:
-                pending = b""
-                async for chunk in up.content.iter_any():
-                    pending += chunk
-                    cut = pending.rfind(b"\n")
-                    if cut < 0:
-                        continue
-                    lines, pending = pending[: cut + 1], pending[cut + 1 :]
-                    out = await self._rewrite_events(lines, entry)
-                    if out:
-                        await response.write(out)
-                if pending.strip():
+                complete = await _pump(up, response, relay)
+                if complete and pending.strip():  # a last event without its newline; a broken one is dropped
                     await response.write(await self._rewrite_events(pending + b"\n", entry))
-            except (TimeoutError, aiohttp.ClientError):
-                pass  # the worker ended the watch: end ours cleanly, the client re-watches
+            except ConnectionResetError:
+                pass
             finally:
                 self.hub.watch_closed(self.cluster, up)
                 metrics.active_watches.labels(self.cluster).dec()
-            await response.write_eof()
+            # the worker ended the watch (or shutdown closed it): end ours cleanly, the client re-watches
+            await _finish(request, response, True)
             return response
         finally:
             up.release()
@@ -482,8 +486,34 @@ def _rewrite_all(
     return out
 
 
-class _Abort(Exception):
-    """The response cannot be completed; the connection is closed so the client sees it broken."""
+async def _pump(
+    up: aiohttp.ClientResponse, response: web.StreamResponse, convert: Callable[[bytes], Awaitable[bytes]]
+) -> bool:
+    """Copy the worker's body to the client through ``convert``.
+
+    True when the worker's body ended normally; False when the worker broke off or
+    the client went away.
+    """
+    try:
+        async for chunk in up.content.iter_any():
+            out = await convert(chunk)
+            if out:
+                await response.write(out)
+    except ConnectionResetError:
+        return False  # the client went away
+    except (TimeoutError, aiohttp.ClientError):
+        return False  # the worker broke off
+    return True
+
+
+async def _finish(request: web.Request, response: web.StreamResponse, complete: bool) -> None:
+    """End the response: cleanly when complete, else close the connection so the client sees it broken."""
+    if not complete:
+        if request.transport is not None:
+            request.transport.close()
+        return
+    with contextlib.suppress(ConnectionResetError):
+        await response.write_eof()
 
 
 def _status_response(exc: StatusError) -> web.Response:
