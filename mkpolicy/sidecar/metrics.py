@@ -90,6 +90,11 @@ class Metrics:
             registry=r,
         )
         self.policies = Gauge("mkpolicy_sidecar_policies", "Policies in the active set.", registry=r)
+        self.policies_pending = Gauge(
+            "mkpolicy_sidecar_policies_pending",
+            "Valid policies waiting for the manager cluster to serve their kind (looked up again at each check).",
+            registry=r,
+        )
         self.last_reload = Gauge(
             "mkpolicy_sidecar_policy_last_reload_timestamp_seconds",
             "When the active policy set was loaded (Unix time).",

@@ -17,6 +17,8 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+import aiohttp
+
 from mkpolicy.engine import Adapter, compile
 from mkpolicy.errors import MkpolicyError, PolicyError
 from mkpolicy.kube.client import ApiError, ResourceInfo
@@ -49,6 +51,8 @@ class PolicySet:
 
     entries: tuple[Entry, ...]
     fingerprint: str
+    #: Policies whose kind the manager does not serve (yet): "name (GVK): why". Retried.
+    pending: tuple[str, ...] = ()
     loaded_at: float = field(default_factory=time.time)
     _index: dict[tuple[str, str], Entry] = field(init=False, repr=False, compare=False)
 
@@ -138,14 +142,19 @@ class PolicyStore:
         async with self._lock:
             loop = asyncio.get_running_loop()
             digest = await loop.run_in_executor(None, fingerprint, self.directory)
-            if not force and digest == self._seen:
+            retry_pending = self.active is not None and bool(self.active.pending)
+            if not force and digest == self._seen and not retry_pending:
                 return False
             self._seen = digest
             try:
                 adapters = await loop.run_in_executor(None, compile_directory, self.directory)
-                entries = []
+                entries, pending = [], []
                 for adapter in adapters:
-                    entries.append(Entry(adapter, await self._info(adapter)))
+                    info = await self._info(adapter)
+                    if info is None:
+                        pending.append(f"{adapter.name} ({adapter.gvk}): the manager cluster does not serve this kind")
+                    else:
+                        entries.append(Entry(adapter, info))
             except ReloadError as exc:
                 if exc.reason == "discovery":
                     self._seen = ""  # the manager may come back: try again at the next check
@@ -157,29 +166,45 @@ class PolicyStore:
                     extra=fields(reason=exc.reason, error=exc.message, active=self._names()),
                 )
                 raise
-            new = PolicySet(tuple(entries), digest)
+            current = self.active
+            if (
+                not force
+                and current is not None
+                and current.fingerprint == digest
+                and current.pending == tuple(pending)
+            ):
+                return False  # only the pending kinds were looked up again, still absent
+            new = PolicySet(tuple(entries), digest, tuple(pending))
             if self.on_change is not None:
                 await self.on_change(new)
             self.active = new
             self.last_error = None
             self.metrics.reloads.labels("ok").inc()
             self.metrics.policies.set(len(entries))
+            self.metrics.policies_pending.set(len(pending))
             self.metrics.last_reload.set(new.loaded_at)
-            log.info("policy set active", extra=fields(policies=self._names(), fingerprint=digest[:12]))
+            log.info(
+                "policy set active",
+                extra=fields(policies=self._names(), pending=list(pending), fingerprint=digest[:12]),
+            )
             return True
 
     def _names(self) -> list[str]:
         return [e.name for e in self.active.entries] if self.active is not None else []
 
-    async def _info(self, adapter: Adapter) -> ResourceInfo:
+    async def _info(self, adapter: Adapter) -> ResourceInfo | None:
+        """The resource of the policy's kind; None when the manager does not serve it (404)."""
         gvk = adapter.gvk
         if gvk not in self._resolved:
             try:
                 self._resolved[gvk] = await self.resolve(gvk)
-            except (TimeoutError, ApiError, OSError) as exc:
+            except ApiError as exc:
+                if exc.status == 404:
+                    return None
+                raise ReloadError("discovery", f"policy {adapter.name}: discovery of {gvk} failed: {exc}") from None
+            except (TimeoutError, OSError, aiohttp.ClientError) as exc:
                 raise ReloadError(
-                    "discovery",
-                    f"policy {adapter.name}: cannot find the resource of {gvk} in the manager cluster: {exc}",
+                    "discovery", f"policy {adapter.name}: cannot reach the manager cluster to find {gvk}: {exc}"
                 ) from None
         return self._resolved[gvk]
 

@@ -145,6 +145,8 @@ class Sidecar:
                 cache = self._caches.get(gvk)
                 synced = cache is not None and cache.synced.is_set()
                 checks.append(f"ok cache {name}" if synced else f"fail cache {name}: not synced")
+        if active is not None:
+            checks.extend(f"ok pending {p}" for p in active.pending)
         if self._store.last_error and active is not None:
             checks.append(f"ok last-reload (rejected, previous set kept): {self._store.last_error.splitlines()[0]}")
         if self.closing:

@@ -28,6 +28,8 @@ spec:
 async def resolve(gvk: GVK) -> ResourceInfo:
     if gvk.group == "unknown.example.com":
         raise ApiError(404, "NotFound", f"no {gvk}")
+    if gvk.group == "unreachable.example.com":
+        raise ConnectionRefusedError("connection refused")
     return ResourceInfo(gvk.group, gvk.version, gvk.kind, gvk.kind.lower() + "s", True)
 
 
@@ -72,18 +74,25 @@ def test_load_reload_and_rejections(tmp_path: Path) -> None:
             await store.reload()
         assert info.value.reason == "compile" and store.active is good
 
-        (tmp_path / "argo.yaml").write_text(ARGO.replace("argoproj.io", "unknown.example.com"))
+        (tmp_path / "argo.yaml").write_text(ARGO.replace("argoproj.io", "unreachable.example.com"))
         with pytest.raises(ReloadError) as info:
             await store.reload()
         assert info.value.reason == "discovery" and store.active is good
+
+        # a kind the manager does not serve: the others stay active, the policy waits
+        (tmp_path / "argo.yaml").write_text(ARGO.replace("argoproj.io", "unknown.example.com"))
+        assert await store.reload()
+        assert store.active.lookup("tekton.dev", "pipelineruns") is not None
+        assert len(store.active.pending) == 1 and "argo" in store.active.pending[0]
+        assert not await store.reload()  # looked up again, still absent: no new set
 
         os.remove(tmp_path / "argo.yaml")
         assert await store.reload()
         assert store.active.lookup("argoproj.io", "workflows") is None and store.last_error is None
 
     asyncio.run(scenario())
-    assert len(changes) == 3
-    assert sample(metrics, "mkpolicy_sidecar_policy_reloads_total", {"result": "ok"}) == 3
+    assert len(changes) == 4
+    assert sample(metrics, "mkpolicy_sidecar_policy_reloads_total", {"result": "ok"}) == 4
     assert sample(metrics, "mkpolicy_sidecar_policy_reloads_total", {"result": "error"}) == 3
     for reason in ("load", "compile", "discovery"):
         assert sample(metrics, "mkpolicy_sidecar_policy_reload_errors_total", {"reason": reason}) == 1
