@@ -113,7 +113,7 @@ def test_rewrite_status_is_the_manager_status_after_sync(adapter: mkpolicy.Adapt
     assert ctx is not None
     patch = adapter.sync(manager, worker, ctx)
     assert out["status"] == apply_merge_patch(manager, patch)["status"]
-    assert out["status"]["observedCluster"] == "worker1" and "taskRuns" not in out["status"]
+    assert out["status"]["results"] == [{"name": "cluster", "value": "worker1"}] and "taskRuns" not in out["status"]
     assert outcome.result == "ok"
     assert {k: v for k, v in out.items() if k != "status"} == {k: v for k, v in worker.items() if k != "status"}
     assert worker["status"]["taskRuns"] == {}  # input untouched

@@ -1,0 +1,156 @@
+"""End-to-end harness: a manager and two workers on the loopback API server, the sidecar between.
+
+The API servers run in background threads; the sidecar and the Kueue driver run in
+the test's event loop (``asyncio.run``), talking to them over TCP and TLS.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import shutil
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import mkpolicy
+from mkpolicy.kube.client import KubeClient, ResourceInfo
+from mkpolicy.kube.kubeconfig import rest_config
+from mkpolicy.sidecar import Sidecar, SidecarConfig, config_from_dict
+from mkpolicy.testing import ApiServer
+from mkpolicy.testing.kueue_driver import GenericAdapter
+
+ROOT = Path(__file__).resolve().parents[2]
+POLICIES = ROOT / "policies"
+DATA = Path(__file__).parent / "data"
+CRDS = ["pipelineruns.tekton.dev", "multikueueclusters.kueue.x-k8s.io", "workloads.kueue.x-k8s.io"]
+PIPELINERUNS = ResourceInfo("tekton.dev", "v1", "PipelineRun", "pipelineruns", True)
+WORKERS = ("worker1", "worker2")
+#: Metadata the API server sets on create (not part of what the sidecar sends).
+SERVER_METADATA = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields")
+
+
+@dataclass
+class Clusters:
+    """A manager and two workers, with kubeconfig files for each."""
+
+    manager: ApiServer
+    workers: dict[str, ApiServer]
+    tmp: Path
+    kubeconfigs: dict[str, Path] = field(default_factory=dict)
+
+    def worker(self, name: str) -> ApiServer:
+        return self.workers[name]
+
+    def config(self, **overrides: Any) -> SidecarConfig:
+        """A sidecar config for these clusters (ephemeral ports unless overridden)."""
+        data: dict[str, Any] = {
+            "listen": {"basePort": 0},
+            "ops": {"address": "127.0.0.1", "port": 0},
+            "manager": {"kubeconfig": str(self.kubeconfigs["manager"])},
+            "workers": [{"name": w, "kubeconfig": {"file": str(self.kubeconfigs[w])}} for w in WORKERS],
+            "reload": {"intervalSeconds": 0.1},
+            "shutdown": {"gracePeriodSeconds": 2},
+        }
+        for key, value in overrides.items():
+            if isinstance(value, dict) and isinstance(data.get(key), dict):
+                data[key] = {**data[key], **value}
+            else:
+                data[key] = value
+        return config_from_dict(data)
+
+
+@contextlib.contextmanager
+def clusters(tmp: Path) -> Iterator[Clusters]:
+    """Start the three API servers (Tekton and Kueue CRDs), stop them afterwards."""
+    servers: list[ApiServer] = []
+    try:
+        manager = ApiServer("manager", bundled=CRDS, namespaces=["default", "kueue-system", "team-a"]).start()
+        servers.append(manager)
+        workers = {}
+        for name in WORKERS:
+            workers[name] = ApiServer(name, bundled=CRDS, namespaces=["default", "team-a"]).start()
+            servers.append(workers[name])
+        env = Clusters(manager, workers, tmp)
+        for name, srv in [("manager", manager), *workers.items()]:
+            env.kubeconfigs[name] = srv.write_kubeconfig(tmp / f"{name}.kubeconfig")
+        yield env
+    finally:
+        for srv in servers:
+            srv.stop()
+
+
+def policy_dir(tmp: Path, *files: Path) -> Path:
+    """A policy directory holding ``files`` (schemas resolved next to it, as in the repo)."""
+    out = tmp / "policies"
+    out.mkdir(exist_ok=True)
+    for file in files:
+        shutil.copy(file, out / file.name)
+    if not (tmp / "schemas").exists():
+        shutil.copytree(ROOT / "schemas", tmp / "schemas")
+    return out
+
+
+@contextlib.asynccontextmanager
+async def running(config: SidecarConfig, policies: Path) -> AsyncIterator[Sidecar]:
+    """A started, ready sidecar (stopped on exit)."""
+    sidecar = Sidecar(config, str(policies))
+    await sidecar.start()
+    try:
+        await sidecar.wait_ready(15)
+        yield sidecar
+    finally:
+        await sidecar.stop()
+
+
+def client(kubeconfig: dict[str, Any]) -> KubeClient:
+    """An async client for a kubeconfig (held to Kueue's rules)."""
+    return KubeClient(rest_config(kubeconfig))
+
+
+@contextlib.asynccontextmanager
+async def kueue(env: Clusters, sidecar: Sidecar, identifier: str = "annotation") -> AsyncIterator[GenericAdapter]:
+    """Kueue's generic adapter: the manager directly, the workers through the sidecar."""
+    manager = client(env.manager.kubeconfig())
+    workers = {w: client(sidecar.kubeconfig(w)) for w in WORKERS}
+    try:
+        yield GenericAdapter(manager, workers, PIPELINERUNS, identifier=identifier)  # type: ignore[arg-type]
+    finally:
+        await manager.close()
+        for c in workers.values():
+            await c.close()
+
+
+def pipelinerun(name: str, namespace: str = "team-a", **spec: Any) -> dict[str, Any]:
+    """The example PipelineRun (examples/tekton/pipelinerun.yaml) as a user submits it."""
+    import yaml
+
+    obj: dict[str, Any] = yaml.safe_load((ROOT / "examples" / "tekton" / "pipelinerun.yaml").read_text())
+    obj = json.loads(json.dumps(obj, default=str))
+    meta = obj["metadata"]
+    for key in (*SERVER_METADATA, "ownerReferences", "finalizers"):
+        meta.pop(key, None)
+    meta["name"], meta["namespace"] = name, namespace
+    obj["spec"].update(spec)
+    return obj
+
+
+def strip_server_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` without what the API server adds on create."""
+    out = copy.deepcopy(obj)
+    for key in SERVER_METADATA:
+        out.get("metadata", {}).pop(key, None)
+    out.pop("status", None)
+    return out
+
+
+def adapter_for(path: Path) -> mkpolicy.Adapter:
+    """The compiled policy in ``path`` (the engine's view, to compare with the wire)."""
+    return mkpolicy.compile(mkpolicy.load(str(path))[0])
+
+
+def metric(sidecar: Sidecar, name: str, **labels: str) -> float:
+    """A sample of the sidecar's metrics (0 when absent)."""
+    return sidecar.metrics.registry.get_sample_value(name, labels) or 0.0

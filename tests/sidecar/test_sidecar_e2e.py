@@ -1,0 +1,333 @@
+"""End to end: Kueue's generic-adapter protocol through the sidecar, manager + two workers."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from sidecar_harness import (
+    DATA,
+    PIPELINERUNS,
+    POLICIES,
+    WORKERS,
+    adapter_for,
+    client,
+    clusters,
+    kueue,
+    metric,
+    pipelinerun,
+    policy_dir,
+    running,
+    strip_server_fields,
+)
+
+import mkpolicy
+from mkpolicy.kube.client import ApiError
+from mkpolicy.sidecar.transform import apply_merge_patch
+
+pytestmark = pytest.mark.timeout(120)
+
+TEKTON = POLICIES / "tekton-pipelinerun.yaml"
+
+
+def ctx(workload: str, cluster: str, identifier: str = "annotation") -> mkpolicy.Context:
+    return mkpolicy.Context(workload, "multikueue", cluster, None, identifier)  # type: ignore[arg-type]
+
+
+def worker_status(step: int) -> dict[str, Any]:
+    """What Tekton writes on the worker, step by step (with fields the policy leaves behind)."""
+    status: dict[str, Any] = {
+        "startTime": "2026-11-21T10:00:00Z",
+        "conditions": [{"type": "Succeeded", "status": "Unknown", "reason": "Running"}],
+        "pipelineSpec": {"tasks": [{"name": "build", "taskRef": {"name": "build"}}]},
+        "provenance": {"featureFlags": {"enableAPIFields": "beta"}},
+        "observedGeneration": 1,
+    }
+    if step >= 2:
+        status["conditions"] = [{"type": "Succeeded", "status": "True", "reason": "Succeeded"}]
+        status["completionTime"] = "2026-11-21T10:05:00Z"
+        status["childReferences"] = [{"name": "run-build", "pipelineTaskName": "build", "kind": "TaskRun"}]
+    return status
+
+
+@pytest.mark.parametrize("identifier", ["annotation", "label"])
+def test_dispatch_and_status_write_back(tmp_path: Path, identifier: str) -> None:
+    """Creation on each worker equals the policy's create; the manager's status equals its sync."""
+    adapter = adapter_for(TEKTON)
+    with clusters(tmp_path) as env:
+
+        async def scenario() -> None:
+            async with running(env.config(), policy_dir(tmp_path, TEKTON)) as sidecar, kueue(
+                env, sidecar, identifier
+            ) as driver:
+                for i, cluster in enumerate(WORKERS):
+                    name, workload = f"run-{i}", f"pipelinerun-run-{i}-1a2b3"
+                    env.manager.create(pipelinerun(name))
+                    manager_obj = env.manager.get("tekton.dev/v1", "PipelineRun", name, "team-a")
+                    assert await driver.sync_job(cluster, "team-a", name, workload) == "created"
+                    worker = env.worker(cluster).get("tekton.dev/v1", "PipelineRun", name, "team-a")
+                    expected = adapter.create(manager_obj, ctx(workload, cluster, identifier))
+                    assert strip_server_fields(worker) == expected
+                    assert "last-applied-configuration" not in str(worker["metadata"].get("annotations"))
+                    assert "status" not in worker["spec"] and "managedBy" not in worker["spec"]
+                    other = WORKERS[1 - i]
+                    with pytest.raises(mkpolicy.MkpolicyError):
+                        env.worker(other).get("tekton.dev/v1", "PipelineRun", name, "team-a")
+
+                    for step in (1, 2):
+                        env.worker(cluster).patch(
+                            "tekton.dev/v1", "PipelineRun", name, {"status": worker_status(step)},
+                            namespace="team-a", subresource="status",
+                        )
+                        before = env.manager.get("tekton.dev/v1", "PipelineRun", name, "team-a")
+                        remote = env.worker(cluster).get("tekton.dev/v1", "PipelineRun", name, "team-a")
+                        assert await driver.sync_job(cluster, "team-a", name, workload) == "synced"
+                        after = env.manager.get("tekton.dev/v1", "PipelineRun", name, "team-a")
+                        patch = adapter.sync(before, remote, ctx(workload, cluster, identifier))
+                        assert patch is not None
+                        assert after["status"] == apply_merge_patch(before, patch)["status"]
+                        assert "pipelineSpec" not in after["status"] and "provenance" not in after["status"]
+                        assert after["spec"] == before["spec"]
+                        # nothing changed: nothing is written
+                        rv = after["metadata"]["resourceVersion"]
+                        assert await driver.sync_job(cluster, "team-a", name, workload) == "unchanged"
+                        rv_now = env.manager.get("tekton.dev/v1", "PipelineRun", name, "team-a")["metadata"]
+                        assert rv_now["resourceVersion"] == rv
+                    assert after["status"]["conditions"][0]["status"] == "True"
+
+                    assert await driver.delete_remote(cluster, "team-a", name)
+                    assert env.worker(cluster).list("tekton.dev/v1", "PipelineRun", namespace="team-a") == []
+                    assert not await driver.delete_remote(cluster, "team-a", name)
+                assert metric(sidecar, "mkpolicy_sidecar_transforms_total", cluster="worker1",
+                              policy="tekton-pipelinerun", phase="create", result="ok") == 1
+
+        asyncio.run(scenario())
+
+
+def test_cluster_variable_and_derived_status(tmp_path: Path) -> None:
+    """A policy using ``cluster`` and deriving status: each endpoint supplies its own worker name."""
+    policy = DATA / "tekton-policy.yaml"
+    adapter = adapter_for(policy)
+    with clusters(tmp_path) as env:
+
+        async def scenario() -> None:
+            async with running(env.config(), policy_dir(tmp_path, policy)) as sidecar, kueue(env, sidecar) as driver:
+                env.manager.create(pipelinerun("shared"))
+                for cluster in WORKERS:
+                    await driver.sync_job(cluster, "team-a", "shared", "wl-shared")
+                    worker = env.worker(cluster).get("tekton.dev/v1", "PipelineRun", "shared", "team-a")
+                    assert worker["metadata"]["annotations"]["mkpolicy.io/dispatched-to"] == cluster
+                    assert "timeouts" not in worker["spec"]
+                env.worker("worker2").patch(
+                    "tekton.dev/v1", "PipelineRun", "shared", {"status": worker_status(2)},
+                    namespace="team-a", subresource="status",
+                )
+                manager_obj = env.manager.get("tekton.dev/v1", "PipelineRun", "shared", "team-a")
+                remote = env.worker("worker2").get("tekton.dev/v1", "PipelineRun", "shared", "team-a")
+                assert await driver.sync_job("worker2", "team-a", "shared", "wl-shared") == "synced"
+                status = env.manager.get("tekton.dev/v1", "PipelineRun", "shared", "team-a")["status"]
+                patch = adapter.sync(manager_obj, remote, ctx("wl-shared", "worker2"))
+                assert status == apply_merge_patch(manager_obj, patch)["status"]
+                assert status["results"] == [{"name": "cluster", "value": "worker2"}]
+
+        asyncio.run(scenario())
+
+
+def test_list_and_watch_carry_the_synced_status(tmp_path: Path) -> None:
+    adapter = adapter_for(TEKTON)
+    with clusters(tmp_path) as env:
+
+        async def scenario() -> None:
+            async with running(env.config(), policy_dir(tmp_path, TEKTON)) as sidecar, kueue(env, sidecar) as driver:
+                names = [f"run-{i}" for i in range(3)]
+                for name in names:
+                    env.manager.create(pipelinerun(name))
+                    await driver.sync_job("worker1", "team-a", name, f"wl-{name}")
+                start_rv = str(env.worker("worker1").resource_version)
+                events: list[dict[str, Any]] = []
+
+                async def watch() -> None:
+                    async for event in driver.watch_remote("worker1", start_rv, timeout_seconds=10):
+                        events.append(event)
+                        if len(events) == len(names):
+                            return
+
+                task = asyncio.create_task(watch())
+                for name in names:
+                    env.worker("worker1").patch(
+                        "tekton.dev/v1", "PipelineRun", name, {"status": worker_status(2)},
+                        namespace="team-a", subresource="status",
+                    )
+                await asyncio.wait_for(task, 15)
+                for event in events:
+                    obj = event["object"]
+                    manager_obj = env.manager.get("tekton.dev/v1", "PipelineRun", obj["metadata"]["name"], "team-a")
+                    raw = env.worker("worker1").get("tekton.dev/v1", "PipelineRun", obj["metadata"]["name"], "team-a")
+                    patch = adapter.sync(manager_obj, raw, ctx(f"wl-{obj['metadata']['name']}", "worker1"))
+                    assert event["type"] == "MODIFIED"
+                    assert obj["status"] == apply_merge_patch(manager_obj, patch)["status"]
+                    assert "pipelineSpec" not in obj["status"]
+                listed = await driver.workers["worker1"].get(PIPELINERUNS.path("team-a"))
+                assert len(listed["items"]) == 3
+                for item in listed["items"]:
+                    assert "pipelineSpec" not in item["status"] and item["status"]["conditions"]
+                assert metric(sidecar, "mkpolicy_sidecar_watch_events_total", cluster="worker1",
+                              policy="tekton-pipelinerun") >= 3
+
+        asyncio.run(scenario())
+
+
+def test_passthrough_is_byte_identical(tmp_path: Path) -> None:
+    """Other kinds (core, Kueue CRDs), LIST and WATCH: the same bytes as from the worker itself."""
+    with clusters(tmp_path) as env:
+        w1 = env.worker("worker1")
+        start_rv = w1.resource_version
+        for i in range(3):
+            w1.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"cm-{i}", "namespace": "team-a"},
+                       "data": {"k": "v" * (i * 1000)}})
+        w1.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+                   "metadata": {"name": "wl-1", "namespace": "team-a"},
+                   "spec": {"queueName": "q", "podSets": [{"name": "main", "count": 1, "template": {"spec": {
+                       "containers": [{"name": "c", "image": "busybox"}]}}}]}})
+
+        async def fetch(session: aiohttp.ClientSession, base: str, token: str, ca: bytes, path: str,
+                        headers: dict[str, str] | None = None) -> tuple[int, str | None, bytes]:
+            tls = ssl.create_default_context(cadata=ca.decode())
+            async with session.get(base + path, headers={"Authorization": f"Bearer {token}", **(headers or {})},
+                                   ssl=tls) as resp:
+                return resp.status, resp.headers.get("Content-Type"), await resp.read()
+
+        async def scenario() -> None:
+            async with running(env.config(), policy_dir(tmp_path, TEKTON)) as sidecar:
+                creds = sidecar.credentials
+                paths = [
+                    "/api/v1/namespaces/team-a/configmaps/cm-2",
+                    "/api/v1/namespaces/team-a/configmaps",
+                    "/api/v1/namespaces/team-a/configmaps?labelSelector=x%3Dy",
+                    "/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/workloads/wl-1",
+                    f"/api/v1/namespaces/team-a/configmaps?watch=true&resourceVersion={start_rv}&timeoutSeconds=1",
+                    "/api/v1/namespaces/team-a/configmaps/absent",
+                    "/apis/tekton.dev/v1",
+                    "/version",
+                ]
+                async with aiohttp.ClientSession(auto_decompress=False) as session:
+                    for path in paths:
+                        direct = await fetch(session, w1.url, w1.token, w1.ca_pem, path)
+                        via = await fetch(session, sidecar.endpoint("worker1"), creds.tokens["worker1"],
+                                          creds.ca.cert_pem, path)
+                        assert via == direct, path
+                        assert direct[2], path
+                    # a protobuf request is not for the sidecar to judge: same answer as the worker's
+                    proto = {"Accept": "application/vnd.kubernetes.protobuf"}
+                    path = "/api/v1/namespaces/team-a/configmaps/cm-0"
+                    assert await fetch(session, sidecar.endpoint("worker1"), creds.tokens["worker1"],
+                                       creds.ca.cert_pem, path, proto) == await fetch(session, w1.url, w1.token,
+                                                                                     w1.ca_pem, path, proto)
+
+        asyncio.run(scenario())
+
+    # the real kubernetes client works with the generated kubeconfig (sync, in a thread of its own)
+
+
+def test_kubernetes_client_through_generated_kubeconfig(tmp_path: Path) -> None:
+    from kubernetes import client as k8s
+    from kubernetes import config as k8s_config
+
+    with clusters(tmp_path) as env:
+        env.worker("worker1").create(
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "hello", "namespace": "team-a"}}
+        )
+
+        async def scenario() -> None:
+            async with running(env.config(), policy_dir(tmp_path, TEKTON)) as sidecar:
+                kubeconfig = sidecar.kubeconfig("worker1")
+
+                def use() -> list[str]:
+                    api = k8s.CoreV1Api(k8s_config.new_client_from_config_dict(kubeconfig))
+                    return [cm.metadata.name for cm in api.list_namespaced_config_map("team-a").items]
+
+                assert await asyncio.to_thread(use) == ["hello"]
+
+        asyncio.run(scenario())
+
+
+def test_refusals_create_nothing(tmp_path: Path) -> None:
+    with clusters(tmp_path) as env:
+
+        async def scenario() -> None:
+            async with running(env.config(), policy_dir(tmp_path, TEKTON)) as sidecar, kueue(env, sidecar) as driver:
+                w1 = driver.workers["worker1"]
+                env.manager.create(pipelinerun("run-1"))
+                body = driver.clone(env.manager.get("tekton.dev/v1", "PipelineRun", "run-1", "team-a"), "wl-1")
+
+                async def refused(code: int, coro: Any, text: str) -> None:
+                    with pytest.raises(ApiError) as info:
+                        await coro
+                    assert info.value.status == code, info.value
+                    assert text in info.value.message
+                    assert info.value.body.get("kind") == "Status"
+
+                # no origin label: not a MultiKueue copy
+                bare = {**body, "metadata": {**body["metadata"], "labels": {}}}
+                await refused(400, w1.create(PIPELINERUNS.path("team-a"), bare), "multikueue-origin")
+                # the manager has no such object
+                ghost = {**body, "metadata": {**body["metadata"], "name": "ghost"}}
+                await refused(404, w1.create(PIPELINERUNS.path("team-a"), ghost), "manager cluster has no")
+                # not managed by MultiKueue on the manager
+                env.manager.create(pipelinerun("local", managedBy="tekton.dev/pipeline"))
+                local = {**body, "metadata": {**body["metadata"], "name": "local"}}
+                await refused(403, w1.create(PIPELINERUNS.path("team-a"), local), "does not manage")
+                # updates and patches of policy kinds bypass the policy: refused
+                await driver.sync_job("worker1", "team-a", "run-1", "wl-1")
+                await refused(403, w1.patch(PIPELINERUNS.path("team-a", "run-1"), {"spec": {"x": 1}}), "not proxied")
+                obj = await w1.get(PIPELINERUNS.path("team-a", "run-1"))
+                await refused(403, w1.replace(PIPELINERUNS.path("team-a", "run-1"), obj), "not proxied")
+                # another version of the policy's resource
+                await refused(403, w1.get("/apis/tekton.dev/v1beta1/namespaces/team-a/pipelineruns"), "only")
+                # a wrong token
+                bad = client({**sidecar.kubeconfig("worker1"), "users": [{"name": "worker1-kueue",
+                                                                           "user": {"token": "x" * 43}}]})
+                try:
+                    await refused(401, bad.get("/api/v1/namespaces"), "Unauthorized")
+                finally:
+                    await bad.close()
+                names = [o["metadata"]["name"] for o in
+                         env.worker("worker1").list("tekton.dev/v1", "PipelineRun", namespace="team-a")]
+                assert names == ["run-1"]
+                assert metric(sidecar, "mkpolicy_sidecar_requests_total", cluster="worker1",
+                              policy="tekton-pipelinerun", verb="create", code="403") == 1
+
+        asyncio.run(scenario())
+
+
+def test_ops_endpoints(tmp_path: Path) -> None:
+    with clusters(tmp_path) as env:
+
+        async def scenario() -> None:
+            async with running(env.config(), policy_dir(tmp_path, TEKTON)) as sidecar, kueue(env, sidecar) as driver:
+                env.manager.create(pipelinerun("run-1"))
+                await driver.sync_job("worker1", "team-a", "run-1", "wl-1")
+                base = f"http://127.0.0.1:{sidecar.ops_port}"
+                async with aiohttp.ClientSession() as session:
+                    async with session.get(base + "/healthz") as resp:
+                        assert resp.status == 200
+                    async with session.get(base + "/readyz?verbose") as resp:
+                        text = await resp.text()
+                        assert resp.status == 200 and "ok cache tekton-pipelinerun" in text
+                    async with session.get(base + "/metrics") as resp:
+                        text = await resp.text()
+                        assert resp.headers["Content-Type"].startswith("text/plain")
+                for needle in (
+                    'mkpolicy_sidecar_requests_total{cluster="worker1",code="201",policy="tekton-pipelinerun",verb="create"} 1.0',
+                    'mkpolicy_sidecar_transform_duration_seconds_count{cluster="worker1",phase="create",policy="tekton-pipelinerun"} 1.0',
+                    "mkpolicy_sidecar_policies 1.0",
+                    'mkpolicy_sidecar_manager_cache_synced{policy="tekton-pipelinerun"} 1.0',
+                ):
+                    assert needle in text, needle
+                assert sidecar.credentials.tokens["worker1"] not in text
+
+        asyncio.run(scenario())
