@@ -11,7 +11,9 @@ sidecar (or a worker directly) sees exactly the requests Kueue would send:
   nothing changed);
 * ``delete_remote``: delete the worker's copy with propagation ``Background``, never an
   object whose origin label is not ours;
-* ``watch_remote``: the label-selected watch Kueue keeps on every worker, to reconcile.
+* ``watch_remote``: the label-selected watch Kueue keeps on every worker, to reconcile;
+* ``reconcile``: Kueue's loop for one worker — sync every job on every watch event,
+  resume watches, relist after 410, retry errors.
 
 It is written independently of the engine on purpose: tests compare what it produces
 through the sidecar with what the policy engine says it should be.
@@ -19,12 +21,16 @@ through the sidecar with what the policy engine says it should be.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import copy
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from mkpolicy.kube.client import MERGE_PATCH, ApiError, KubeClient, ResourceInfo
+import aiohttp
+
+from mkpolicy.kube.client import MERGE_PATCH, ApiError, Gone, KubeClient, ResourceInfo
 
 ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
 PREBUILT_WORKLOAD_KEY = "kueue.x-k8s.io/prebuilt-workload-name"
@@ -130,9 +136,81 @@ class GenericAdapter:
             raise
         return True
 
+    async def reconcile(
+        self,
+        cluster: str,
+        jobs: Mapping[tuple[str, str], str],
+        stop: asyncio.Event,
+        on_result: Callable[[str, str, SyncResult | Exception], None] | None = None,
+        retry_delay: float = 0.05,
+    ) -> None:
+        """Kueue's loop for one worker until ``stop``: sync every job, then on every watch event.
+
+        ``jobs`` maps (namespace, name) to the prebuilt workload name. The watch is
+        resumed from the last resourceVersion seen; after 410 Gone (or no version yet)
+        every job is synced and a fresh watch starts. Errors (the worker or the
+        sidecar unreachable, 409, 5xx) are retried, as Kueue's work queue does.
+        """
+        resource_version: str | None = None
+
+        async def sync(namespace: str, name: str) -> None:
+            while not stop.is_set():
+                try:
+                    result: SyncResult | Exception = await self.sync_job(
+                        cluster, namespace, name, jobs[namespace, name]
+                    )
+                except (TimeoutError, ApiError, OSError, aiohttp.ClientError) as exc:
+                    if on_result is not None:
+                        on_result(namespace, name, exc)
+                    await asyncio.sleep(retry_delay)
+                    continue
+                if on_result is not None:
+                    on_result(namespace, name, result)
+                return
+
+        while not stop.is_set():
+            try:
+                if resource_version is None:
+                    listed = await self.workers[cluster].get(
+                        self._path(None), {"labelSelector": f"{ORIGIN_LABEL}={self.origin}"}
+                    )
+                    resource_version = str((listed.get("metadata") or {}).get("resourceVersion") or "")
+                    for namespace, name in list(jobs):
+                        await sync(namespace, name)
+                watch = self.watch_remote(cluster, resource_version, timeout_seconds=30)
+                stopper = asyncio.ensure_future(stop.wait())
+                try:
+                    while True:
+                        nxt = asyncio.ensure_future(anext(watch))
+                        done, _ = await asyncio.wait({nxt, stopper}, return_when=asyncio.FIRST_COMPLETED)
+                        if stopper in done:
+                            nxt.cancel()
+                            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration, Exception):
+                                await nxt
+                            return
+                        try:
+                            event = nxt.result()
+                        except StopAsyncIteration:
+                            break
+                        meta = (event.get("object") or {}).get("metadata") or {}
+                        if meta.get("resourceVersion"):
+                            resource_version = str(meta["resourceVersion"])
+                        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+                        if key in jobs and event.get("type") != "BOOKMARK":
+                            await sync(*key)
+                finally:
+                    stopper.cancel()
+                    await watch.aclose()
+            except Gone:
+                resource_version = None
+            except (TimeoutError, ApiError, OSError, aiohttp.ClientError) as exc:
+                if on_result is not None:
+                    on_result("", "", exc)
+                await asyncio.sleep(retry_delay)
+
     async def watch_remote(
         self, cluster: str, resource_version: str | None = None, timeout_seconds: int | None = None
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncGenerator[dict[str, Any], None]:
         """Kueue's watch on a worker: every event of objects carrying our origin label."""
         params = {"labelSelector": f"{ORIGIN_LABEL}={self.origin}"}
         if resource_version:

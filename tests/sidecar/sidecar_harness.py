@@ -154,3 +154,33 @@ def adapter_for(path: Path) -> mkpolicy.Adapter:
 def metric(sidecar: Sidecar, name: str, **labels: str) -> float:
     """A sample of the sidecar's metrics (0 when absent)."""
     return sidecar.metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` TCP ports free on 127.0.0.1 right now (for sidecars restarted on the same ports)."""
+    import socket
+
+    sockets, ports = [], []
+    for _ in range(count):
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sockets.append(sock)
+        ports.append(sock.getsockname()[1])
+    for sock in sockets:
+        sock.close()
+    return ports
+
+
+async def eventually(check: Any, timeout: float = 10.0, interval: float = 0.02) -> None:
+    """Wait until ``check()`` is true (AssertionError with its last value otherwise)."""
+    import asyncio
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s (last value: {value!r})")
+        await asyncio.sleep(interval)

@@ -1,0 +1,398 @@
+"""Faults on the wire: workers and manager down, conflicts, expired watches, restarts, reloads, hostile CEL.
+
+Invariants checked throughout: no status update lost (the manager ends with the
+policy's sync of the worker's last status), no duplicate object, nothing half-created.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from sidecar_harness import (
+    DATA,
+    PIPELINERUNS,
+    POLICIES,
+    adapter_for,
+    clusters,
+    eventually,
+    free_ports,
+    kueue,
+    metric,
+    pipelinerun,
+    policy_dir,
+    running,
+)
+
+import mkpolicy
+from mkpolicy.kube.client import ApiError, Gone
+from mkpolicy.sidecar.transform import apply_merge_patch
+
+pytestmark = pytest.mark.timeout(120)
+
+TEKTON = POLICIES / "tekton-pipelinerun.yaml"
+PR = ("tekton.dev/v1", "PipelineRun")
+
+
+def running_status(i: int) -> dict[str, Any]:
+    return {"startTime": "2026-11-21T10:00:00Z", "conditions": [{"type": "Succeeded", "status": "Unknown",
+                                                                 "reason": "Running", "message": f"step {i}"}]}
+
+
+def expected_status(adapter: mkpolicy.Adapter, manager: dict[str, Any], worker: dict[str, Any], cluster: str,
+                    workload: str) -> Any:
+    ctx = mkpolicy.Context(workload, "multikueue", cluster)
+    patch = adapter.sync(manager, worker, ctx)
+    return apply_merge_patch(manager, patch).get("status") if patch else manager.get("status")
+
+
+def worker_names(env: Any, cluster: str) -> list[str]:
+    return sorted(o["metadata"]["name"] for o in env.worker(cluster).list(*PR, namespace="team-a"))
+
+
+def test_worker_down_and_back(tmp_path: Path) -> None:
+    with clusters(tmp_path) as env:
+
+        async def scenario() -> None:
+            async with running(env.config(), policy_dir(tmp_path, TEKTON)) as sidecar, kueue(env, sidecar) as driver:
+                env.manager.create(pipelinerun("run-1"))
+                env.worker("worker1").faults.unreachable()
+                with pytest.raises(ApiError) as info:
+                    await driver.sync_job("worker1", "team-a", "run-1", "wl-1")
+                assert info.value.status == 503 and "worker1 is unreachable" in info.value.message
+                # the other worker is not affected
+                assert await driver.sync_job("worker2", "team-a", "run-1", "wl-1") == "created"
+                env.worker("worker1").faults.reachable()
+                results = []
+                for _ in range(20):  # Kueue retries
+                    try:
+                        results.append(await driver.sync_job("worker1", "team-a", "run-1", "wl-1"))
+                        break
+                    except ApiError as exc:
+                        results.append(exc.status)
+                        await asyncio.sleep(0.05)
+                assert results[-1] == "created"
+                assert worker_names(env, "worker1") == ["run-1"]
+                assert metric(sidecar, "mkpolicy_sidecar_upstream_errors_total", cluster="worker1", reason="connect") >= 1
+
+        asyncio.run(scenario())
+
+
+def test_manager_down_uses_the_cache_and_refuses_what_it_cannot_read(tmp_path: Path) -> None:
+    adapter = adapter_for(TEKTON)
+    with clusters(tmp_path) as env:
+
+        async def scenario() -> None:
+            async with running(env.config(), policy_dir(tmp_path, TEKTON)) as sidecar, kueue(env, sidecar) as driver:
+                env.manager.create(pipelinerun("cached"))
+                await driver.sync_job("worker1", "team-a", "cached", "wl-c")
+                await eventually(lambda: metric(sidecar, "mkpolicy_sidecar_manager_cache_objects",
+                                                policy="tekton-pipelinerun") == 1)
+                manager_obj = env.manager.get(*PR, "cached", "team-a")
+                env.worker("worker1").patch(*PR, "cached", {"status": running_status(1)}, namespace="team-a",
+                                            subresource="status")
+                env.manager.faults.unreachable()
+                try:
+                    # a GET through the sidecar still answers from the cache
+                    obj = await driver.workers["worker1"].get(PIPELINERUNS.path("team-a", "cached"))
+                    raw = env.worker("worker1").get(*PR, "cached", "team-a")
+                    assert obj["status"] == expected_status(adapter, manager_obj, raw, "worker1", "wl-c")
+                    # creating an object the cache has never seen needs the manager: 503, nothing created
+                    body = driver.clone({**manager_obj, "metadata": {**manager_obj["metadata"], "name": "unseen"}}, "wl-u")
+                    with pytest.raises(ApiError) as info:
+                        await driver.workers["worker1"].create(PIPELINERUNS.path("team-a"), body)
+                    assert info.value.status == 503 and "from the manager" in info.value.message
+                    assert worker_names(env, "worker1") == ["cached"]
+                finally:
+                    env.manager.faults.reachable()
+                # the cache reconnects and sees new objects again
+                env.manager.create(pipelinerun("later"))
+                await eventually(lambda: metric(sidecar, "mkpolicy_sidecar_manager_cache_objects",
+                                                policy="tekton-pipelinerun") == 2, timeout=20)
+                assert await driver.sync_job("worker1", "team-a", "later", "wl-l") == "created"
+
+        asyncio.run(scenario())
+
+
+def test_conflicts_are_retried_without_duplicates_or_lost_status(tmp_path: Path) -> None:
+    adapter = adapter_for(TEKTON)
+    with clusters(tmp_path) as env:
+
+        async def scenario() -> None:
+            async with running(env.config(), policy_dir(tmp_path, TEKTON)) as sidecar, kueue(env, sidecar) as driver:
+                env.manager.create(pipelinerun("run-1"))
+                # the worker answers 409 to the first create: relayed as is, Kueue retries
+                env.worker("worker1").faults.fail(409, verb="create", resource="pipelineruns", reason="AlreadyExists",
+                                                  message="injected conflict")
+                with pytest.raises(ApiError) as info:
+                    await driver.sync_job("worker1", "team-a", "run-1", "wl-1")
+                assert info.value.status == 409 and info.value.body["message"] == "injected conflict"
+                # two reconciles racing: one creates, the other gets AlreadyExists, nothing is duplicated
+                outcomes = await asyncio.gather(
+                    *(driver.sync_job("worker1", "team-a", "run-1", "wl-1") for _ in range(4)), return_exceptions=True
+                )
+                assert outcomes.count("created") == 1, outcomes
+                assert all(o in ("created", "unchanged") or (isinstance(o, ApiError) and o.status == 409)
+                           for o in outcomes), outcomes
+                assert worker_names(env, "worker1") == ["run-1"]
+                # the manager's status patch conflicts once: the retry writes it, nothing lost
+                env.worker("worker1").patch(*PR, "run-1", {"status": running_status(1)}, namespace="team-a",
+                                            subresource="status")
+                env.manager.faults.fail(409, verb="patch", resource="pipelineruns", subresource="status")
+                with pytest.raises(ApiError):
+                    await driver.sync_job("worker1", "team-a", "run-1", "wl-1")
+                before = env.manager.get(*PR, "run-1", "team-a")
+                assert await driver.sync_job("worker1", "team-a", "run-1", "wl-1") == "synced"
+                raw = env.worker("worker1").get(*PR, "run-1", "team-a")
+                assert env.manager.get(*PR, "run-1", "team-a")["status"] == expected_status(
+                    adapter, before, raw, "worker1", "wl-1"
+                )
+
+        asyncio.run(scenario())
+
+
+def test_expired_watches_resume(tmp_path: Path) -> None:
+    """410 Gone reaches Kueue unchanged; Kueue relists and resumes; the manager cache relists too."""
+    with clusters(tmp_path) as env:
+
+        async def scenario() -> None:
+            async with running(env.config(), policy_dir(tmp_path, TEKTON)) as sidecar, kueue(env, sidecar) as driver:
+                env.manager.create(pipelinerun("run-1"))
+                await driver.sync_job("worker1", "team-a", "run-1", "wl-1")
+                old_rv = str(env.worker("worker1").resource_version)
+                env.worker("worker1").patch(*PR, "run-1", {"status": running_status(1)}, namespace="team-a",
+                                            subresource="status")
+                env.worker("worker1").compact()
+                with pytest.raises(Gone):
+                    async for _ in driver.watch_remote("worker1", old_rv, timeout_seconds=5):
+                        pass
+                # relist through the sidecar, watch from there: later changes arrive
+                listed = await driver.workers["worker1"].get(PIPELINERUNS.path(None))
+                rv = listed["metadata"]["resourceVersion"]
+                seen: list[str] = []
+
+                async def watch() -> None:
+                    async for event in driver.watch_remote("worker1", rv, timeout_seconds=5):
+                        seen.append(event["object"]["status"]["conditions"][0]["message"])
+                        return
+
+                task = asyncio.create_task(watch())
+                await asyncio.sleep(0.1)
+                env.worker("worker1").patch(*PR, "run-1", {"status": running_status(2)}, namespace="team-a",
+                                            subresource="status")
+                await asyncio.wait_for(task, 10)
+                assert seen == ["step 2"]
+
+                # the manager cache: its watch ends, changes and a compaction happen before it
+                # re-watches -> 410 Gone -> it relists
+                relists = metric(sidecar, "mkpolicy_sidecar_manager_cache_relists_total", policy="tekton-pipelinerun")
+                env.manager.faults.delay(0.5, verb="watch", resource="pipelineruns", times=1)
+                env.manager.faults.end_watches(resource="pipelineruns")
+                env.manager.create(pipelinerun("run-2"))
+                env.manager.compact()
+                await eventually(lambda: metric(sidecar, "mkpolicy_sidecar_manager_cache_relists_total",
+                                                policy="tekton-pipelinerun") > relists)
+                env.manager.create(pipelinerun("run-3"))
+                await eventually(lambda: metric(sidecar, "mkpolicy_sidecar_manager_cache_objects",
+                                                policy="tekton-pipelinerun") == 3)
+                direct = metric(sidecar, "mkpolicy_sidecar_manager_reads_total", policy="tekton-pipelinerun",
+                                source="direct")
+                assert await driver.sync_job("worker1", "team-a", "run-3", "wl-3") == "created"
+                assert metric(sidecar, "mkpolicy_sidecar_manager_reads_total", policy="tekton-pipelinerun",
+                              source="direct") == direct  # served from the relisted cache
+
+        asyncio.run(scenario())
+
+
+def test_sidecar_restarted_mid_watch_loses_no_status_update(tmp_path: Path) -> None:
+    adapter = adapter_for(TEKTON)
+    with clusters(tmp_path) as env:
+        ports = free_ports(3)
+        config = env.config(
+            listen={"basePort": 0}, ops={"port": ports[2]}, state={"dir": str(tmp_path / "state")},
+            workers=[{"name": w, "port": p, "kubeconfig": {"file": str(env.kubeconfigs[w])}}
+                     for w, p in zip(("worker1", "worker2"), ports[:2], strict=True)],
+        )
+        policies = policy_dir(tmp_path, TEKTON)
+
+        async def scenario() -> None:
+            jobs = {("team-a", f"run-{i}"): f"wl-{i}" for i in range(3)}
+            for _, name in jobs:
+                env.manager.create(pipelinerun(name))
+            errors: list[Exception] = []
+            stop = asyncio.Event()
+
+            def record(namespace: str, name: str, result: Any) -> None:
+                if isinstance(result, Exception):
+                    errors.append(result)
+
+            async with running(config, policies) as first, kueue(env, first) as driver:
+                loop_task = asyncio.create_task(driver.reconcile("worker1", jobs, stop, record))
+                await eventually(lambda: worker_names(env, "worker1") == ["run-0", "run-1", "run-2"])
+                await eventually(lambda: metric(first, "mkpolicy_sidecar_active_watches", cluster="worker1") == 1)
+                kubeconfig = first.kubeconfig("worker1")
+                # stop the sidecar while Kueue watches through it; the worker keeps progressing
+                t0 = time.monotonic()
+                await first.stop()
+                assert time.monotonic() - t0 < 5
+                for step in (1, 2, 3):
+                    for _, name in jobs:
+                        env.worker("worker1").patch(*PR, name, {"status": running_status(step)},
+                                                    namespace="team-a", subresource="status")
+                await asyncio.sleep(0.3)
+                assert errors, "Kueue saw the sidecar go away"
+                # the same endpoints, CA and tokens come back
+                async with running(config, policies) as second:
+                    assert second.kubeconfig("worker1") == kubeconfig
+                    for _, name in jobs:
+                        await eventually(
+                            lambda name=name: (env.manager.get(*PR, name, "team-a").get("status") or {})
+                            .get("conditions", [{}])[0].get("message") == "step 3",
+                            timeout=20,
+                        )
+                    stop.set()
+                    await asyncio.wait_for(loop_task, 10)
+                    for (ns, name), workload in jobs.items():
+                        manager_obj = env.manager.get(*PR, name, ns)
+                        raw = env.worker("worker1").get(*PR, name, ns)
+                        assert manager_obj["status"] == expected_status(adapter, manager_obj, raw, "worker1", workload)
+                    assert worker_names(env, "worker1") == ["run-0", "run-1", "run-2"]
+
+        asyncio.run(scenario())
+
+
+def _versioned_policy(version: str) -> str:
+    return (DATA / "tekton-policy.yaml").read_text().replace(
+        '{"mkpolicy.io/dispatched-to": cluster}', f'{{"mkpolicy.io/dispatched-to": cluster, "policy-version": "{version}"}}'
+    )
+
+
+def test_policy_reloaded_during_traffic(tmp_path: Path) -> None:
+    with clusters(tmp_path) as env:
+        policies = policy_dir(tmp_path)
+        (policies / "tekton.yaml").write_text(_versioned_policy("v1"))
+
+        async def scenario() -> None:
+            async with running(env.config(), policies) as sidecar, kueue(env, sidecar) as driver:
+                first = sidecar.policies
+                names = [f"run-{i:02d}" for i in range(24)]
+                for name in names:
+                    env.manager.create(pipelinerun(name))
+                swapped_at: list[int] = []
+
+                async def traffic() -> None:
+                    for i, name in enumerate(names):
+                        assert await driver.sync_job("worker1", "team-a", name, f"wl-{i}") == "created"
+                        if i == 8:
+                            (policies / "tekton.yaml").write_text(_versioned_policy("v2"))
+                        if not swapped_at and sidecar.policies is not first:
+                            swapped_at.append(i)
+                        await asyncio.sleep(0.03)  # the reload check runs every 0.1 s
+
+                await asyncio.wait_for(traffic(), 60)
+                assert swapped_at, "the new policy set became active during the traffic"
+                versions = [
+                    env.worker("worker1").get(*PR, n, "team-a")["metadata"]["annotations"].get("policy-version")
+                    for n in names
+                ]
+                assert set(versions) == {"v1", "v2"}
+                first_v2 = versions.index("v2")
+                assert versions[first_v2:] == ["v2"] * (len(names) - first_v2)  # never back to the old set
+                assert versions[:9] == ["v1"] * 9
+                assert worker_names(env, "worker1") == names
+
+        asyncio.run(scenario())
+
+
+def test_invalid_policy_reload_keeps_the_last_good_set(tmp_path: Path) -> None:
+    with clusters(tmp_path) as env:
+        policies = policy_dir(tmp_path)
+        (policies / "tekton.yaml").write_text(_versioned_policy("v1"))
+
+        async def scenario() -> None:
+            async with running(env.config(), policies) as sidecar, kueue(env, sidecar) as driver:
+                good = sidecar.policies
+                (policies / "tekton.yaml").write_text(_versioned_policy("v2").replace("framework:", "framwork:"))
+                await eventually(lambda: metric(sidecar, "mkpolicy_sidecar_policy_reload_errors_total",
+                                                reason="load") == 1)
+                assert sidecar.policies is good
+                ready, checks = sidecar.readiness()
+                assert ready and any("rejected, previous set kept" in c for c in checks)
+                env.manager.create(pipelinerun("run-1"))
+                assert await driver.sync_job("worker1", "team-a", "run-1", "wl-1") == "created"
+                annotations = env.worker("worker1").get(*PR, "run-1", "team-a")["metadata"]["annotations"]
+                assert annotations["policy-version"] == "v1"
+                # an expression that does not compile is rejected the same way
+                (policies / "tekton.yaml").write_text(_versioned_policy("v2").replace('"policy-version"', "policy-"))
+                await eventually(lambda: metric(sidecar, "mkpolicy_sidecar_policy_reload_errors_total",
+                                                reason="compile") == 1)
+                assert sidecar.policies is good
+                # fixed: the new set becomes active
+                (policies / "tekton.yaml").write_text(_versioned_policy("v2"))
+                await eventually(lambda: sidecar.policies is not good)
+                env.manager.create(pipelinerun("run-2"))
+                await driver.sync_job("worker1", "team-a", "run-2", "wl-2")
+                annotations = env.worker("worker1").get(*PR, "run-2", "team-a")["metadata"]["annotations"]
+                assert annotations["policy-version"] == "v2"
+
+        asyncio.run(scenario())
+
+
+HOSTILE = """\
+apiVersion: mkpolicy.io/v1alpha1
+kind: FrameworkPolicy
+metadata: {name: hostile}
+spec:
+  framework: PipelineRun.v1.tekton.dev
+  variables:
+    - name: l
+      expression: '[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19]'
+  creation:
+    patches:
+      - type: JSONPatch
+        jsonPatch:
+          expression: |
+            variables.l.map(a, variables.l.map(b, variables.l.map(c, variables.l.map(d, variables.l.map(e,
+              a + b + c + d + e))))).size() > 0 ? [] : []
+"""
+
+
+def test_hostile_expression_is_stopped_by_the_cost_budget(tmp_path: Path) -> None:
+    with clusters(tmp_path) as env:
+        policies = policy_dir(tmp_path)
+        (policies / "hostile.yaml").write_text(HOSTILE)
+        env.worker("worker1").create({"apiVersion": "v1", "kind": "ConfigMap",
+                                      "metadata": {"name": "c", "namespace": "team-a"}})
+
+        async def scenario() -> None:
+            async with running(env.config(), policies) as sidecar, kueue(env, sidecar) as driver:
+                env.manager.create(pipelinerun("run-1"))
+                create = asyncio.create_task(driver.sync_job("worker1", "team-a", "run-1", "wl-1"))
+                # meanwhile other requests are served
+                t0 = time.monotonic()
+                passthrough = []
+                while not create.done():
+                    await driver.workers["worker1"].get("/api/v1/namespaces/team-a/configmaps/c")
+                    passthrough.append(time.monotonic())
+                    await asyncio.sleep(0.05)
+                with pytest.raises(ApiError) as info:
+                    await create
+                elapsed = time.monotonic() - t0
+                assert info.value.status == 500
+                message = info.value.message
+                assert "policy hostile" in message and "creation patch #1" in message and "cost" in message
+                assert elapsed < 30
+                assert len(passthrough) >= 2, "pass-through kept working during the evaluation"
+                assert worker_names(env, "worker1") == []  # nothing created, not even half
+                assert metric(sidecar, "mkpolicy_sidecar_transform_errors_total", cluster="worker1", policy="hostile",
+                              phase="create") == 1
+                async with aiohttp.ClientSession() as session, session.get(
+                    f"http://127.0.0.1:{sidecar.ops_port}/healthz"
+                ) as resp:
+                    assert resp.status == 200
+
+        asyncio.run(scenario())
