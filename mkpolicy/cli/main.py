@@ -19,6 +19,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("apply", "mkpolicy.cli.apply", "dry run: the worker copy (create) or status patch (sync) of an object"),
     ("schema", "mkpolicy.cli.schema", "print the JSON Schema of FrameworkPolicy documents"),
     ("sidecar", "mkpolicy.cli.sidecar", "run the policies on the wire between the Kueue manager and its workers"),
+    ("demo", "mkpolicy.cli.demo", "MultiKueue + the sidecar end to end on loopback API servers, in seconds"),
 ]
 
 EPILOG = """\

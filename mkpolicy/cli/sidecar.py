@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         config = load_config(args.config)
     except ConfigError as exc:
         for problem in exc.problems:
-            print(problem if ": error: " in problem else f"error: {problem}", file=sys.stderr)
+            print(problem, file=sys.stderr)
         return EXIT_USAGE
     if not os.path.isdir(args.policies):
         error(f"--policies {args.policies!r}: expected a directory of FrameworkPolicy files")

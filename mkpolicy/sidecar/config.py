@@ -56,11 +56,14 @@ _SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 
 
 class ConfigError(MkpolicyError):
-    """The sidecar configuration is unreadable or invalid (``problems`` lists each one)."""
+    """The sidecar configuration is unreadable or invalid.
+
+    ``problems`` lists each one as a terminal line (``file:line:col: error: message``).
+    """
 
     def __init__(self, message: str, location: Location | None = None, problems: list[str] | None = None) -> None:
         super().__init__(message, location)
-        self.problems: list[str] = problems if problems is not None else [str(self)]
+        self.problems: list[str] = problems if problems is not None else [self.report()]
 
 
 class _Model(BaseModel):
@@ -303,7 +306,7 @@ def load_config(path: str) -> SidecarConfig:
         problems = [_problem(err, doc.source, doc.data) for err in exc.errors(include_url=False)]
         first = problems[0]
         summary = first.message if len(problems) == 1 else f"{len(problems)} problems in the sidecar config"
-        raise ConfigError(summary, first.location, [str(p) for p in problems]) from None
+        raise ConfigError(summary, first.location, [p.report() for p in problems]) from None
 
 
 def config_from_dict(data: dict[str, Any]) -> SidecarConfig:
@@ -311,8 +314,9 @@ def config_from_dict(data: dict[str, Any]) -> SidecarConfig:
     try:
         return SidecarConfig.model_validate(data)
     except ValidationError as exc:
-        problems = [f"{_dotted(tuple(e.get('loc', ())))}: {e.get('msg')}" for e in exc.errors(include_url=False)]
-        raise ConfigError(problems[0] if len(problems) == 1 else "; ".join(problems), None, problems) from None
+        found = [f"{_dotted(tuple(e.get('loc', ())))}: {e.get('msg')}" for e in exc.errors(include_url=False)]
+        message = found[0] if len(found) == 1 else "; ".join(found)
+        raise ConfigError(message, None, [f"error: {m}" for m in found]) from None
 
 
 def _dotted(loc: tuple[Any, ...]) -> str:
