@@ -123,3 +123,4 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         error(f"cannot start: {exc}")
         return EXIT_USAGE
+

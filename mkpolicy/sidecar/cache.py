@@ -23,6 +23,8 @@ log = logging.getLogger("mkpolicy.sidecar.cache")
 
 Key = tuple[str, str]
 
+#: How many objects are kept parsed besides their JSON bytes.
+PARSED = 256
 #: Retry delays after errors (seconds): exponential up to the last value.
 BACKOFF = (0.2, 0.5, 1.0, 2.0, 5.0)
 
@@ -46,6 +48,8 @@ class ManagerCache:
         self.metrics = metrics
         self.synced = asyncio.Event()
         self._objects: dict[Key, bytes] = {}
+        self._parsed: dict[Key, tuple[bytes, dict[str, Any]]] = {}
+        self._hits = metrics.cache_reads.labels(policy, "cache")
         self._task: asyncio.Task[None] | None = None
         self._resource_version = ""
 
@@ -54,12 +58,27 @@ class ManagerCache:
 
     # -- reading --------------------------------------------------------------------------
     def get(self, namespace: str | None, name: str) -> dict[str, Any] | None:
-        """The cached object (a fresh dict), or None."""
-        raw = self._objects.get((namespace or "", name))
+        """The cached object, or None. Shared with other readers: never modify it.
+
+        The most recently used objects are kept parsed (a watch of a busy object
+        rewrites many events against the same manager object).
+        """
+        key = (namespace or "", name)
+        raw = self._objects.get(key)
         if raw is None:
             return None
+        hit = self._parsed.get(key)
+        if hit is not None and hit[0] is raw:
+            return hit[1]
         obj: dict[str, Any] = json.loads(raw)
+        if len(self._parsed) >= PARSED:
+            self._parsed.pop(next(iter(self._parsed)))
+        self._parsed[key] = (raw, obj)
         return obj
+
+    def count_hit(self) -> None:
+        """Count a read served by the cache."""
+        self._hits.inc()
 
     async def fetch(self, namespace: str | None, name: str) -> dict[str, Any] | None:
         """A direct read from the manager (None when it has no such object); ApiError otherwise."""
@@ -76,7 +95,7 @@ class ManagerCache:
         if not direct:
             obj = self.get(namespace, name)
             if obj is not None:
-                self.metrics.cache_reads.labels(self.policy, "cache").inc()
+                self._hits.inc()
                 return obj
         obj = await self.fetch(namespace, name)
         self.metrics.cache_reads.labels(self.policy, "direct" if obj is not None else "absent").inc()
@@ -130,6 +149,7 @@ class ManagerCache:
             if isinstance(item, dict):
                 objects[_key(item)] = _compact(item)
         self._objects = objects
+        self._parsed.clear()
         self._resource_version = str((doc.get("metadata") or {}).get("resourceVersion") or "")
         self.metrics.cache_synced.labels(self.policy).set(1)
         self.synced.set()

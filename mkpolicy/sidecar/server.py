@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import os
 import signal
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import aiohttp
@@ -33,6 +31,7 @@ from mkpolicy.policy import GVK
 from mkpolicy.sidecar.cache import ManagerCache
 from mkpolicy.sidecar.config import ConfigError, SidecarConfig, Worker
 from mkpolicy.sidecar.endpoints import Credentials, certificate_hosts, endpoint_url, load_or_create
+from mkpolicy.sidecar.execution import Evaluator
 from mkpolicy.sidecar.logs import fields
 from mkpolicy.sidecar.metrics import Metrics
 from mkpolicy.sidecar.ops import ops_app
@@ -83,7 +82,7 @@ class Sidecar:
         self._ports: dict[str, int] = {}
         self._ops_port = 0
         self._watches: dict[str, set[aiohttp.ClientResponse]] = {w.name: set() for w in config.workers}
-        self._executor = ThreadPoolExecutor(max_workers=transform_threads, thread_name_prefix="mkpolicy-transform")
+        self._evaluator = Evaluator(transform_threads)
         self._store = PolicyStore(policies_dir, self._resolve, self.metrics, self._policies_changed)
         self._first_load: asyncio.Task[None] | None = None
         self._started = False
@@ -104,9 +103,19 @@ class Sidecar:
             direct = True
         return await cache.lookup(namespace if entry.info.namespaced else None, name, direct=direct)
 
-    async def offload(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run ``fn(*args)`` on the transform threads."""
-        return await asyncio.get_running_loop().run_in_executor(self._executor, functools.partial(fn, *args))
+    async def offload(self, key: object, fn: Callable[..., T], *args: Any) -> T:
+        """Run policy work ``fn(*args)`` for the adapter ``key`` (inline when proven fast, else on a thread)."""
+        return await self._evaluator.run(key, fn, *args)
+
+    def cached_manager_object(self, entry: Entry, namespace: str | None, name: str) -> dict[str, Any] | None:
+        """The manager's object from the watch cache only (None on a miss, or with manager.reads: direct)."""
+        cache = self._caches.get(entry.adapter.gvk)
+        if cache is None or self.config.manager.reads == "direct":
+            return None
+        obj = cache.get(namespace if entry.info.namespaced else None, name)
+        if obj is not None:
+            cache.count_hit()
+        return obj
 
     def watch_opened(self, cluster: str, response: aiohttp.ClientResponse) -> None:
         """Track an open watch (closed cleanly at shutdown)."""
@@ -241,7 +250,7 @@ class Sidecar:
             await upstream.close()
         if self._manager is not None:
             await self._manager.close()
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._evaluator.shutdown()
         self._started = False
         log.info("sidecar stopped")
 

@@ -1,0 +1,318 @@
+"""The sidecar on the wire: direct vs. through the sidecar, measured side by side in one run.
+
+Three processes, as in production: the loopback API servers (a manager and a worker,
+in a child process), the sidecar (``mkpolicy sidecar``, its own process) and the
+client (this process, aiohttp with keep-alive over TLS, like client-go).
+
+* pass-through GET of a ConfigMap: p50/p99 direct and through the sidecar, interleaved
+  (goal: sidecar <= 1.3x direct at p50);
+* transformed GET of a PipelineRun (status rewritten by the Tekton policy) and POST of
+  a PipelineRun (the policy's create of the manager's object): p99 (goal <= 5 ms);
+* watch events/s through the sidecar: a watch replaying the worker's history of
+  PipelineRun status updates, every event rewritten (goal >= 2,000/s);
+* the sidecar's RSS with the manager's PipelineRuns cached (goal <= 150 MiB for 10,000).
+
+    python bench/sidecar.py [--requests 2000] [--objects 10000] [--events 5000] [--posts 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import os
+import shutil
+import signal
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+PR_PATH = "/apis/tekton.dev/v1/namespaces/bench/pipelineruns"
+ORIGIN = "kueue.x-k8s.io/multikueue-origin"
+PREBUILT = "kueue.x-k8s.io/prebuilt-workload-name"
+
+
+# -- the clusters (child process) ------------------------------------------------------------
+def manager_run(i: int) -> dict[str, Any]:
+    """A PipelineRun as users submit them (the example's shape), managed by MultiKueue."""
+    obj = yaml.safe_load((ROOT / "examples" / "tekton" / "pipelinerun.yaml").read_text())
+    obj = json.loads(json.dumps(obj, default=str))
+    meta = obj["metadata"]
+    for key in ("uid", "resourceVersion", "generation", "creationTimestamp", "ownerReferences", "finalizers"):
+        meta.pop(key, None)
+    meta["name"], meta["namespace"] = f"run-{i:05d}", "bench"
+    return obj
+
+
+def worker_status(i: int) -> dict[str, Any]:
+    return {
+        "startTime": "2026-11-21T10:00:00Z",
+        "conditions": [{"type": "Succeeded", "status": "Unknown", "reason": "Running", "message": f"step {i}"}],
+        "childReferences": [{"apiVersion": "tekton.dev/v1", "kind": "TaskRun", "name": f"t-{i}"}],
+        "pipelineSpec": {"tasks": [{"name": "build"}, {"name": "test"}]},
+        "observedGeneration": 1,
+    }
+
+
+def serve_clusters(objects: int, events: int) -> None:
+    """Child process: start the servers, seed them, print their coordinates, wait for stdin to close."""
+    from mkpolicy.testing import ApiServer
+
+    crds = ["pipelineruns.tekton.dev"]
+    manager = ApiServer("manager", bundled=crds, namespaces=["default", "bench"], history=max(events, 1000) * 2)
+    worker = ApiServer("worker1", bundled=crds, namespaces=["default", "bench"], history=max(events, 1000) * 2)
+    manager.start()
+    worker.start()
+    for i in range(objects):
+        manager.create(manager_run(i))
+    worker.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "bench"},
+                   "data": {f"key-{i}": "value " * 10 for i in range(20)}})
+    copy = manager_run(0)
+    copy["spec"].pop("managedBy")
+    copy["metadata"].setdefault("labels", {})[ORIGIN] = "multikueue"
+    copy["metadata"].setdefault("annotations", {})[PREBUILT] = "wl-0"
+    worker.create(copy)
+    start_rv = worker.resource_version
+    for i in range(events):
+        worker.patch("tekton.dev/v1", "PipelineRun", "run-00000", {"status": worker_status(i)}, namespace="bench",
+                     subresource="status")
+    info = {name: {"url": s.url, "ca": s.ca_pem.decode(), "token": s.token, "kubeconfig": s.kubeconfig()}
+            for name, s in (("manager", manager), ("worker1", worker))}
+    info["watch_from"] = str(start_rv)
+    print(json.dumps(info), flush=True)
+    sys.stdin.read()
+    worker.stop()
+    manager.stop()
+
+
+# -- measuring -----------------------------------------------------------------------------------
+def pct(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+
+class Side:
+    def __init__(self, base: str, token: str, ca: str) -> None:
+        self.base = base
+        self.headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+        self.ssl = ssl.create_default_context(cadata=ca)
+
+
+async def timed(session: Any, side: Side, method: str, path: str, body: Any = None) -> float:
+    data = json.dumps(body).encode() if body is not None else None
+    headers = dict(side.headers, **({"Content-Type": "application/json"} if data else {}))
+    t0 = time.perf_counter()
+    async with session.request(method, side.base + path, data=data, headers=headers, ssl=side.ssl) as resp:
+        await resp.read()
+        if resp.status >= 300:
+            raise RuntimeError(f"{method} {path}: {resp.status}")
+    return time.perf_counter() - t0
+
+
+async def watch_rate(session: Any, side: Side, rv: str, events: int) -> float:
+    """Events/s of a watch replaying ``events`` changes from ``rv``."""
+    import aiohttp
+
+    url = f"{side.base}{PR_PATH}?watch=true&resourceVersion={rv}&timeoutSeconds=60"
+    count = 0
+    t0 = time.perf_counter()
+    async with session.get(url, headers=side.headers, ssl=side.ssl, timeout=aiohttp.ClientTimeout(total=120)) as resp:
+        async for _ in resp.content:
+            count += 1
+            if count >= events:
+                break
+    return count / (time.perf_counter() - t0)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def measure(
+    info: dict[str, Any], sidecar: Side, requests: int, posts: int, events: int, pid: int
+) -> dict[str, Any]:
+    import aiohttp
+
+    w = info["worker1"]
+    direct = Side(w["url"], w["token"], w["ca"])
+    results: dict[str, Any] = {}
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=4)) as session:
+        cm = "/api/v1/namespaces/bench/configmaps/cm"
+        run = f"{PR_PATH}/run-00000"
+        for side in (direct, sidecar):  # warm up connections and caches
+            for _ in range(50):
+                await timed(session, side, "GET", cm)
+                await timed(session, side, "GET", run)
+        samples: dict[str, list[float]] = {"pt_direct": [], "pt_sidecar": [], "tr_direct": [], "tr_sidecar": []}
+        for _ in range(requests):
+            samples["pt_direct"].append(await timed(session, direct, "GET", cm))
+            samples["pt_sidecar"].append(await timed(session, sidecar, "GET", cm))
+            samples["tr_direct"].append(await timed(session, direct, "GET", run))
+            samples["tr_sidecar"].append(await timed(session, sidecar, "GET", run))
+        for key, values in samples.items():
+            results[key] = {"p50": pct(values, 0.5), "p99": pct(values, 0.99), "mean": statistics.mean(values) * 1000}
+        # the sidecar's CPU per request (robust to a noisy machine: no waiting counted)
+        for key, path in (("cpu_passthrough_ms", cm), ("cpu_transformed_get_ms", run)):
+            before = cpu_seconds(pid)
+            for _ in range(requests):
+                await timed(session, sidecar, "GET", path)
+            results[key] = (cpu_seconds(pid) - before) / requests * 1000
+        post_direct, post_sidecar = [], []
+        post_cpu = 0.0
+        for i in range(1, posts + 1):
+            body = manager_run(i)
+            body["spec"].pop("managedBy")
+            body["metadata"].setdefault("labels", {})[ORIGIN] = "multikueue"
+            body["metadata"].setdefault("annotations", {})[PREBUILT] = f"wl-{i}"
+            before = cpu_seconds(pid)
+            post_sidecar.append(await timed(session, sidecar, "POST", PR_PATH, body))
+            post_cpu += cpu_seconds(pid) - before
+            body["metadata"]["name"] += "-direct"
+            post_direct.append(await timed(session, direct, "POST", PR_PATH, body))
+        results["post_direct"] = {"p50": pct(post_direct, 0.5), "p99": pct(post_direct, 0.99)}
+        results["post_sidecar"] = {"p50": pct(post_sidecar, 0.5), "p99": pct(post_sidecar, 0.99)}
+        results["cpu_post_ms"] = post_cpu / posts * 1000
+        results["watch_direct"] = await watch_rate(session, direct, info["watch_from"], events)
+        before = cpu_seconds(pid)
+        results["watch_sidecar"] = await watch_rate(session, sidecar, info["watch_from"], events)
+        results["cpu_watch_event_us"] = (cpu_seconds(pid) - before) / events * 1e6
+    return results
+
+
+def rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as resp:
+            return bool(resp.status == 200)
+    except OSError:
+        return False
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=2000, help="GETs per side and kind")
+    parser.add_argument("--objects", type=int, default=10_000, help="manager PipelineRuns (cached by the sidecar)")
+    parser.add_argument("--events", type=int, default=5000, help="watch events to replay")
+    parser.add_argument("--posts", type=int, default=300, help="POSTs per side")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--profile", metavar="FILE", help="run the sidecar under cProfile, write the stats to FILE")
+    parser.add_argument("--serve-clusters", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_clusters:
+        serve_clusters(args.objects, args.events)
+        return 0
+
+    tmp = Path(tempfile.mkdtemp(prefix="mkpolicy-bench-"))
+    clusters = subprocess.Popen(
+        [sys.executable, __file__, "--serve-clusters", "--objects", str(args.objects), "--events", str(args.events)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    sidecar_proc = None
+    try:
+        assert clusters.stdout is not None
+        t0 = time.monotonic()
+        info = json.loads(clusters.stdout.readline())
+        seeded = time.monotonic() - t0
+        for name in ("manager", "worker1"):
+            (tmp / f"{name}.kubeconfig").write_text(yaml.safe_dump(info[name]["kubeconfig"]))
+        (tmp / "policies").mkdir()
+        shutil.copy(ROOT / "policies" / "tekton-pipelinerun.yaml", tmp / "policies")
+        shutil.copytree(ROOT / "schemas", tmp / "schemas")
+        import socket
+
+        with socket.socket() as s1, socket.socket() as s2:
+            s1.bind(("127.0.0.1", 0))
+            s2.bind(("127.0.0.1", 0))
+            port, ops = s1.getsockname()[1], s2.getsockname()[1]
+        (tmp / "sidecar.yaml").write_text(yaml.safe_dump({
+            "listen": {"basePort": port},
+            "ops": {"address": "127.0.0.1", "port": ops},
+            "manager": {"kubeconfig": str(tmp / "manager.kubeconfig")},
+            "workers": [{"name": "worker1", "kubeconfig": {"file": str(tmp / "worker1.kubeconfig")}}],
+            "logging": {"level": "warning"},
+        }))
+        t1 = time.monotonic()
+        profile = ["-m", "cProfile", "-o", args.profile] if args.profile else []
+        sidecar_proc = subprocess.Popen(
+            [sys.executable, *profile, "-m", "mkpolicy", "sidecar", "--policies", str(tmp / "policies"), "--config",
+             str(tmp / "sidecar.yaml"), "--kubeconfig-dir", str(tmp / "out")],
+        )
+        while not ready(ops):
+            if sidecar_proc.poll() is not None:
+                raise SystemExit("the sidecar exited")
+            time.sleep(0.05)
+        synced = time.monotonic() - t1
+        rss_ready = rss_mib(sidecar_proc.pid)
+        kubeconfig = yaml.safe_load((tmp / "out" / "worker1.kubeconfig").read_text())
+        side = Side(kubeconfig["clusters"][0]["cluster"]["server"], kubeconfig["users"][0]["user"]["token"],
+                    base64.b64decode(kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"]).decode())
+        results = asyncio.run(measure(info, side, args.requests, args.posts, args.events, sidecar_proc.pid))
+        results.update(
+            objects=args.objects, seeded_s=seeded, ready_s=synced, rss_ready_mib=rss_ready,
+            rss_after_mib=rss_mib(sidecar_proc.pid),
+        )
+    finally:
+        if sidecar_proc is not None:
+            sidecar_proc.send_signal(signal.SIGTERM)
+            sidecar_proc.wait(30)
+        if clusters.stdin is not None:
+            clusters.stdin.close()
+        clusters.wait(30)
+        shutil.rmtree(tmp, ignore_errors=True)
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return 0
+    r = results
+    ratio = r["pt_sidecar"]["p50"] / r["pt_direct"]["p50"]
+    rows = [
+        ("pass-through GET p50", f"{r['pt_direct']['p50']:.2f} ms", f"{r['pt_sidecar']['p50']:.2f} ms",
+         f"{ratio:.2f}x", "<= 1.3x", ratio <= 1.3),
+        ("pass-through GET p99", f"{r['pt_direct']['p99']:.2f} ms", f"{r['pt_sidecar']['p99']:.2f} ms",
+         f"{r['pt_sidecar']['p99'] / r['pt_direct']['p99']:.2f}x", "", None),
+        ("transformed GET p50", f"{r['tr_direct']['p50']:.2f} ms", f"{r['tr_sidecar']['p50']:.2f} ms",
+         f"+{r['tr_sidecar']['p50'] - r['tr_direct']['p50']:.2f} ms", "", None),
+        ("transformed GET p99", f"{r['tr_direct']['p99']:.2f} ms", f"{r['tr_sidecar']['p99']:.2f} ms",
+         f"+{r['tr_sidecar']['p99'] - r['tr_direct']['p99']:.2f} ms", "<= 5 ms", r["tr_sidecar"]["p99"] <= 5),
+        ("transformed POST p50", f"{r['post_direct']['p50']:.2f} ms", f"{r['post_sidecar']['p50']:.2f} ms",
+         f"+{r['post_sidecar']['p50'] - r['post_direct']['p50']:.2f} ms", "", None),
+        ("transformed POST p99", f"{r['post_direct']['p99']:.2f} ms", f"{r['post_sidecar']['p99']:.2f} ms",
+         f"+{r['post_sidecar']['p99'] - r['post_direct']['p99']:.2f} ms", "<= 5 ms", r["post_sidecar"]["p99"] <= 5),
+        ("watch events/s", f"{r['watch_direct']:,.0f}", f"{r['watch_sidecar']:,.0f}",
+         f"{r['watch_sidecar'] / r['watch_direct']:.2f}x", ">= 2,000/s", r["watch_sidecar"] >= 2000),
+        (f"RSS, {r['objects']:,} objects cached", "", f"{r['rss_after_mib']:.0f} MiB", "", "<= 150 MiB",
+         r["rss_after_mib"] <= 150),
+    ]
+    print(f"{'measure':32} {'direct':>12} {'sidecar':>12} {'ratio':>10}  goal")
+    for name, d, s, ratio_text, goal, ok in rows:
+        mark = "" if ok is None else ("  ok" if ok else "  MISSED")
+        print(f"{name:32} {d:>12} {s:>12} {ratio_text:>10}  {goal}{mark}")
+    print(f"sidecar CPU: pass-through GET {r['cpu_passthrough_ms']:.2f} ms, transformed GET "
+          f"{r['cpu_transformed_get_ms']:.2f} ms, POST {r['cpu_post_ms']:.2f} ms, watch event "
+          f"{r['cpu_watch_event_us']:.0f} us")
+    print(f"(seeded {r['objects']:,} manager objects in {r['seeded_s']:.1f}s; sidecar ready, cache synced, "
+          f"in {r['ready_s']:.1f}s at {r['rss_ready_mib']:.0f} MiB; pid {os.getpid()})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
