@@ -75,8 +75,14 @@ def serve_clusters(objects: int, events: int) -> None:
     worker.start()
     for i in range(objects):
         manager.create(manager_run(i))
-    worker.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "bench"},
-                   "data": {f"key-{i}": "value " * 10 for i in range(20)}})
+    worker.create(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "cm", "namespace": "bench"},
+            "data": {f"key-{i}": "value " * 10 for i in range(20)},
+        }
+    )
     copy = manager_run(0)
     copy["spec"].pop("managedBy")
     copy["metadata"].setdefault("labels", {})[ORIGIN] = "multikueue"
@@ -84,10 +90,18 @@ def serve_clusters(objects: int, events: int) -> None:
     worker.create(copy)
     start_rv = worker.resource_version
     for i in range(events):
-        worker.patch("tekton.dev/v1", "PipelineRun", "run-00000", {"status": worker_status(i)}, namespace="bench",
-                     subresource="status")
-    info = {name: {"url": s.url, "ca": s.ca_pem.decode(), "token": s.token, "kubeconfig": s.kubeconfig()}
-            for name, s in (("manager", manager), ("worker1", worker))}
+        worker.patch(
+            "tekton.dev/v1",
+            "PipelineRun",
+            "run-00000",
+            {"status": worker_status(i)},
+            namespace="bench",
+            subresource="status",
+        )
+    info = {
+        name: {"url": s.url, "ca": s.ca_pem.decode(), "token": s.token, "kubeconfig": s.kubeconfig()}
+        for name, s in (("manager", manager), ("worker1", worker))
+    }
     info["watch_from"] = str(start_rv)
     print(json.dumps(info), flush=True)
     sys.stdin.read()
@@ -225,7 +239,9 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="mkpolicy-bench-"))
     clusters = subprocess.Popen(
         [sys.executable, __file__, "--serve-clusters", "--objects", str(args.objects), "--events", str(args.events)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     sidecar_proc = None
     try:
@@ -244,18 +260,33 @@ def main() -> int:
             s1.bind(("127.0.0.1", 0))
             s2.bind(("127.0.0.1", 0))
             port, ops = s1.getsockname()[1], s2.getsockname()[1]
-        (tmp / "sidecar.yaml").write_text(yaml.safe_dump({
-            "listen": {"basePort": port},
-            "ops": {"address": "127.0.0.1", "port": ops},
-            "manager": {"kubeconfig": str(tmp / "manager.kubeconfig")},
-            "workers": [{"name": "worker1", "kubeconfig": {"file": str(tmp / "worker1.kubeconfig")}}],
-            "logging": {"level": "warning"},
-        }))
+        (tmp / "sidecar.yaml").write_text(
+            yaml.safe_dump(
+                {
+                    "listen": {"basePort": port},
+                    "ops": {"address": "127.0.0.1", "port": ops},
+                    "manager": {"kubeconfig": str(tmp / "manager.kubeconfig")},
+                    "workers": [{"name": "worker1", "kubeconfig": {"file": str(tmp / "worker1.kubeconfig")}}],
+                    "logging": {"level": "warning"},
+                }
+            )
+        )
         t1 = time.monotonic()
         profile = ["-m", "cProfile", "-o", args.profile] if args.profile else []
         sidecar_proc = subprocess.Popen(
-            [sys.executable, *profile, "-m", "mkpolicy", "sidecar", "--policies", str(tmp / "policies"), "--config",
-             str(tmp / "sidecar.yaml"), "--kubeconfig-dir", str(tmp / "out")],
+            [
+                sys.executable,
+                *profile,
+                "-m",
+                "mkpolicy",
+                "sidecar",
+                "--policies",
+                str(tmp / "policies"),
+                "--config",
+                str(tmp / "sidecar.yaml"),
+                "--kubeconfig-dir",
+                str(tmp / "out"),
+            ],
         )
         while not ready(ops):
             if sidecar_proc.poll() is not None:
@@ -264,11 +295,17 @@ def main() -> int:
         synced = time.monotonic() - t1
         rss_ready = rss_mib(sidecar_proc.pid)
         kubeconfig = yaml.safe_load((tmp / "out" / "worker1.kubeconfig").read_text())
-        side = Side(kubeconfig["clusters"][0]["cluster"]["server"], kubeconfig["users"][0]["user"]["token"],
-                    base64.b64decode(kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"]).decode())
+        side = Side(
+            kubeconfig["clusters"][0]["cluster"]["server"],
+            kubeconfig["users"][0]["user"]["token"],
+            base64.b64decode(kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"]).decode(),
+        )
         results = asyncio.run(measure(info, side, args.requests, args.posts, args.events, sidecar_proc.pid))
         results.update(
-            objects=args.objects, seeded_s=seeded, ready_s=synced, rss_ready_mib=rss_ready,
+            objects=args.objects,
+            seeded_s=seeded,
+            ready_s=synced,
+            rss_ready_mib=rss_ready,
             rss_after_mib=rss_mib(sidecar_proc.pid),
         )
     finally:
@@ -285,32 +322,84 @@ def main() -> int:
     r = results
     ratio = r["pt_sidecar"]["p50"] / r["pt_direct"]["p50"]
     rows = [
-        ("pass-through GET p50", f"{r['pt_direct']['p50']:.2f} ms", f"{r['pt_sidecar']['p50']:.2f} ms",
-         f"{ratio:.2f}x", "<= 1.3x", ratio <= 1.3),
-        ("pass-through GET p99", f"{r['pt_direct']['p99']:.2f} ms", f"{r['pt_sidecar']['p99']:.2f} ms",
-         f"{r['pt_sidecar']['p99'] / r['pt_direct']['p99']:.2f}x", "", None),
-        ("transformed GET p50", f"{r['tr_direct']['p50']:.2f} ms", f"{r['tr_sidecar']['p50']:.2f} ms",
-         f"+{r['tr_sidecar']['p50'] - r['tr_direct']['p50']:.2f} ms", "", None),
-        ("transformed GET p99", f"{r['tr_direct']['p99']:.2f} ms", f"{r['tr_sidecar']['p99']:.2f} ms",
-         f"+{r['tr_sidecar']['p99'] - r['tr_direct']['p99']:.2f} ms", "<= 5 ms", r["tr_sidecar"]["p99"] <= 5),
-        ("transformed POST p50", f"{r['post_direct']['p50']:.2f} ms", f"{r['post_sidecar']['p50']:.2f} ms",
-         f"+{r['post_sidecar']['p50'] - r['post_direct']['p50']:.2f} ms", "", None),
-        ("transformed POST p99", f"{r['post_direct']['p99']:.2f} ms", f"{r['post_sidecar']['p99']:.2f} ms",
-         f"+{r['post_sidecar']['p99'] - r['post_direct']['p99']:.2f} ms", "<= 5 ms", r["post_sidecar"]["p99"] <= 5),
-        ("watch events/s", f"{r['watch_direct']:,.0f}", f"{r['watch_sidecar']:,.0f}",
-         f"{r['watch_sidecar'] / r['watch_direct']:.2f}x", ">= 2,000/s", r["watch_sidecar"] >= 2000),
-        (f"RSS, {r['objects']:,} objects cached", "", f"{r['rss_after_mib']:.0f} MiB", "", "<= 150 MiB",
-         r["rss_after_mib"] <= 150),
+        (
+            "pass-through GET p50",
+            f"{r['pt_direct']['p50']:.2f} ms",
+            f"{r['pt_sidecar']['p50']:.2f} ms",
+            f"{ratio:.2f}x",
+            "<= 1.3x",
+            ratio <= 1.3,
+        ),
+        (
+            "pass-through GET p99",
+            f"{r['pt_direct']['p99']:.2f} ms",
+            f"{r['pt_sidecar']['p99']:.2f} ms",
+            f"{r['pt_sidecar']['p99'] / r['pt_direct']['p99']:.2f}x",
+            "",
+            None,
+        ),
+        (
+            "transformed GET p50",
+            f"{r['tr_direct']['p50']:.2f} ms",
+            f"{r['tr_sidecar']['p50']:.2f} ms",
+            f"+{r['tr_sidecar']['p50'] - r['tr_direct']['p50']:.2f} ms",
+            "",
+            None,
+        ),
+        (
+            "transformed GET p99",
+            f"{r['tr_direct']['p99']:.2f} ms",
+            f"{r['tr_sidecar']['p99']:.2f} ms",
+            f"+{r['tr_sidecar']['p99'] - r['tr_direct']['p99']:.2f} ms",
+            "<= 5 ms",
+            r["tr_sidecar"]["p99"] <= 5,
+        ),
+        (
+            "transformed POST p50",
+            f"{r['post_direct']['p50']:.2f} ms",
+            f"{r['post_sidecar']['p50']:.2f} ms",
+            f"+{r['post_sidecar']['p50'] - r['post_direct']['p50']:.2f} ms",
+            "",
+            None,
+        ),
+        (
+            "transformed POST p99",
+            f"{r['post_direct']['p99']:.2f} ms",
+            f"{r['post_sidecar']['p99']:.2f} ms",
+            f"+{r['post_sidecar']['p99'] - r['post_direct']['p99']:.2f} ms",
+            "<= 5 ms",
+            r["post_sidecar"]["p99"] <= 5,
+        ),
+        (
+            "watch events/s",
+            f"{r['watch_direct']:,.0f}",
+            f"{r['watch_sidecar']:,.0f}",
+            f"{r['watch_sidecar'] / r['watch_direct']:.2f}x",
+            ">= 2,000/s",
+            r["watch_sidecar"] >= 2000,
+        ),
+        (
+            f"RSS, {r['objects']:,} objects cached",
+            "",
+            f"{r['rss_after_mib']:.0f} MiB",
+            "",
+            "<= 150 MiB",
+            r["rss_after_mib"] <= 150,
+        ),
     ]
     print(f"{'measure':32} {'direct':>12} {'sidecar':>12} {'ratio':>10}  goal")
     for name, d, s, ratio_text, goal, ok in rows:
         mark = "" if ok is None else ("  ok" if ok else "  MISSED")
         print(f"{name:32} {d:>12} {s:>12} {ratio_text:>10}  {goal}{mark}")
-    print(f"sidecar CPU: pass-through GET {r['cpu_passthrough_ms']:.2f} ms, transformed GET "
-          f"{r['cpu_transformed_get_ms']:.2f} ms, POST {r['cpu_post_ms']:.2f} ms, watch event "
-          f"{r['cpu_watch_event_us']:.0f} us")
-    print(f"(seeded {r['objects']:,} manager objects in {r['seeded_s']:.1f}s; sidecar ready, cache synced, "
-          f"in {r['ready_s']:.1f}s at {r['rss_ready_mib']:.0f} MiB; pid {os.getpid()})")
+    print(
+        f"sidecar CPU: pass-through GET {r['cpu_passthrough_ms']:.2f} ms, transformed GET "
+        f"{r['cpu_transformed_get_ms']:.2f} ms, POST {r['cpu_post_ms']:.2f} ms, watch event "
+        f"{r['cpu_watch_event_us']:.0f} us"
+    )
+    print(
+        f"(seeded {r['objects']:,} manager objects in {r['seeded_s']:.1f}s; sidecar ready, cache synced, "
+        f"in {r['ready_s']:.1f}s at {r['rss_ready_mib']:.0f} MiB; pid {os.getpid()})"
+    )
     return 0
 
 
