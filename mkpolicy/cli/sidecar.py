@@ -123,4 +123,3 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         error(f"cannot start: {exc}")
         return EXIT_USAGE
-
