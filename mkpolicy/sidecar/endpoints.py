@@ -47,6 +47,7 @@ class Credentials:
         """The TLS context the worker endpoints serve with."""
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.set_alpn_protocols(["http/1.1"])
         load_pem_chain(ctx, self.serving.cert_pem, self.serving.key_pem)
         return ctx
 

@@ -132,8 +132,22 @@ class WorkerEndpoint:
         finally:
             metrics.inflight.dec()
             metrics.requests.labels(self.cluster, policy, verb, str(code)).inc()
+            elapsed = time.perf_counter() - start
             if verb != "watch":
-                metrics.request_seconds.labels(self.cluster, policy, verb).observe(time.perf_counter() - start)
+                metrics.request_seconds.labels(self.cluster, policy, verb).observe(elapsed)
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug(
+                    "request",
+                    extra=fields(
+                        cluster=self.cluster,
+                        policy=policy,
+                        verb=verb,
+                        method=request.method,
+                        path=request.path,
+                        code=code,
+                        ms=round(elapsed * 1000, 2),
+                    ),
+                )
 
     # -- pass-through -----------------------------------------------------------------------
     async def _passthrough(self, request: web.Request, target: Target | None, start: float) -> web.StreamResponse:

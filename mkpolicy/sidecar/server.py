@@ -78,7 +78,8 @@ class Sidecar:
         self._manager: KubeClient | None = None
         self._caches: dict[GVK, ManagerCache] = {}
         self._upstreams: dict[str, Upstream] = {}
-        self._runners: list[web.AppRunner] = []
+        self._ops_runner: web.AppRunner | None = None
+        self._endpoint_runners: list[web.AppRunner] = []
         self._ports: dict[str, int] = {}
         self._ops_port = 0
         self._watches: dict[str, set[aiohttp.ClientResponse]] = {w.name: set() for w in config.workers}
@@ -212,7 +213,7 @@ class Sidecar:
         await runner.setup()
         site = web.TCPSite(runner, self.config.ops.address, self.config.ops.port)
         await site.start()
-        self._runners.append(runner)
+        self._ops_runner = runner
         self._ops_port = _bound_port(runner)
 
     async def _start_endpoint(self, worker: Worker, port: int) -> None:
@@ -229,7 +230,7 @@ class Sidecar:
         await runner.setup()
         site = web.TCPSite(runner, self.config.listen.address, port, ssl_context=self.credentials.server_context())
         await site.start()
-        self._runners.append(runner)
+        self._endpoint_runners.append(runner)
         self._ports[worker.name] = _bound_port(runner)
 
     async def stop(self) -> None:
@@ -239,10 +240,12 @@ class Sidecar:
         if self._first_load is not None:
             self._first_load.cancel()
         await self._store.stop()
-        # Endpoints first (in-flight requests drain), the probes last.
-        for runner in reversed(self._runners):
-            await runner.cleanup()
-        self._runners.clear()
+        # Every endpoint stops listening and drains at once (watches end cleanly); the probes go last.
+        await asyncio.gather(*(runner.cleanup() for runner in self._endpoint_runners))
+        self._endpoint_runners.clear()
+        if self._ops_runner is not None:
+            await self._ops_runner.cleanup()
+            self._ops_runner = None
         for cache in list(self._caches.values()):
             await cache.stop()
         self._caches.clear()

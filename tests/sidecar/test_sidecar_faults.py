@@ -396,3 +396,54 @@ def test_hostile_expression_is_stopped_by_the_cost_budget(tmp_path: Path) -> Non
                     assert resp.status == 200
 
         asyncio.run(scenario())
+
+
+def test_graceful_shutdown_drains_requests_and_ends_watches_cleanly(tmp_path: Path) -> None:
+    with clusters(tmp_path) as env:
+
+        async def scenario() -> None:
+            sidecar_cm = running(env.config(), policy_dir(tmp_path, TEKTON))
+            sidecar = await sidecar_cm.__aenter__()
+            try:
+                async with kueue(env, sidecar) as driver:
+                    env.manager.create(pipelinerun("run-1"))
+                    await driver.sync_job("worker1", "team-a", "run-1", "wl-1")
+                    watch_ended: list[str] = []
+
+                    async def watch() -> None:
+                        async for _ in driver.watch_remote("worker1", None, timeout_seconds=60):
+                            pass
+                        watch_ended.append("clean")  # an error would raise instead
+
+                    watch_task = asyncio.create_task(watch())
+                    # a pass-through watch too (configmaps)
+                    pass_watch = asyncio.create_task(_drain(driver.workers["worker2"].watch(
+                        "/api/v1/namespaces/team-a/configmaps", timeout_seconds=60)))
+                    await eventually(lambda: metric(sidecar, "mkpolicy_sidecar_active_watches", cluster="worker1") == 1)
+                    await eventually(lambda: metric(sidecar, "mkpolicy_sidecar_active_watches", cluster="worker2") == 1)
+                    # a slow request in flight when the shutdown starts
+                    env.worker("worker1").faults.delay(0.5, verb="get", resource="pipelineruns", times=1)
+                    slow = asyncio.create_task(driver.sync_job("worker1", "team-a", "run-1", "wl-1"))
+                    await asyncio.sleep(0.1)
+                    t0 = time.monotonic()
+                    stopping = asyncio.create_task(sidecar.stop())
+                    await asyncio.sleep(0.05)
+                    assert not sidecar.ready  # /readyz fails while draining
+                    assert await slow == "unchanged"  # drained, answered
+                    await asyncio.wait_for(watch_task, 5)
+                    await asyncio.wait_for(pass_watch, 5)
+                    await asyncio.wait_for(stopping, 5)
+                    assert watch_ended == ["clean"]
+                    assert time.monotonic() - t0 < 3
+                    # no longer listening
+                    with pytest.raises((aiohttp.ClientError, OSError)):
+                        await driver.workers["worker1"].get("/api/v1/namespaces")
+            finally:
+                await sidecar_cm.__aexit__(None, None, None)
+
+        asyncio.run(scenario())
+
+
+async def _drain(events: Any) -> None:
+    async for _ in events:
+        pass
