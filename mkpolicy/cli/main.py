@@ -17,6 +17,7 @@ from collections.abc import Sequence
 COMMANDS: list[tuple[str, str, str]] = [
     ("validate", "mkpolicy.cli.validate", "check policy files: YAML, fields, GVKs, CEL compilation"),
     ("apply", "mkpolicy.cli.apply", "dry run: the worker copy (create) or status patch (sync) of an object"),
+    ("dev", "mkpolicy.cli.dev", "developer tools: a loopback Kubernetes API server for tests and demos"),
 ]
 
 EPILOG = """\
@@ -25,6 +26,7 @@ examples:
   mkpolicy apply --policy policies/tekton-pipelinerun.yaml --phase create \\
       -f examples/tekton/pipelinerun.yaml --workload-name wl-1 --cluster worker1
   mkpolicy apply --policy policies/ --phase sync -f manager.yaml --worker-object worker.yaml -o diff
+  mkpolicy dev apiserver --bundled --kubeconfig-out /tmp/worker1.kubeconfig
 
 exit codes: 0 success, 1 findings or a failing policy, 2 usage or input error.
 Run 'mkpolicy COMMAND --help' for the options of a command.

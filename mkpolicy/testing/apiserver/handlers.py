@@ -309,7 +309,8 @@ class Handler:
         causes: list[Cause] = []
         if rvm and rvm not in ("NotOlderThan", "Exact"):
             causes.append(unsupported_value("resourceVersionMatch", rvm, ["Exact", "NotOlderThan"]))
-        elif rvm and not rv:
+        elif rvm and not rv and "sendInitialEvents" not in query:
+            # (A watch-list, sendInitialEvents with NotOlderThan, may leave resourceVersion unset.)
             causes.append(
                 forbidden_value(
                     "resourceVersionMatch", "resourceVersionMatch is forbidden unless resourceVersion is provided"
