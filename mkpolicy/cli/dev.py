@@ -83,8 +83,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="NAME",
-        help="create this namespace at start (besides default, kube-system, kube-public, kube-node-lease); "
-        "repeatable",
+        help="create this namespace at start (besides default, kube-system, kube-public, kube-node-lease); repeatable",
     )
 
 
@@ -102,9 +101,7 @@ def _crd_files(paths: list[str]) -> list[str]:
     files: list[str] = []
     for path in paths:
         if os.path.isdir(path):
-            found = sorted(
-                os.path.join(path, f) for f in os.listdir(path) if f.endswith((".yaml", ".yml"))
-            )
+            found = sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith((".yaml", ".yml")))
             if not found:
                 raise FileNotFoundError(f"{path}: a directory without *.yaml or *.yml files")
             files.extend(found)

@@ -160,7 +160,9 @@ def test_merge_patch_and_json_patch(k8s: Clients) -> None:
     body["metadata"]["labels"] = {"keep": "1", "drop": "1"}
     k8s.custom.create_namespaced_custom_object(*PR, body)
     merged = k8s.custom.patch_namespaced_custom_object(
-        *PR, "a", {"metadata": {"labels": {"drop": None, "new": "2"}}, "spec": {"params": [{"name": "p", "value": "v"}]}}
+        *PR,
+        "a",
+        {"metadata": {"labels": {"drop": None, "new": "2"}}, "spec": {"params": [{"name": "p", "value": "v"}]}},
     )
     assert merged["metadata"]["labels"] == {"keep": "1", "new": "2"}
     assert merged["spec"]["params"] == [{"name": "p", "value": "v"}]
@@ -169,14 +171,14 @@ def test_merge_patch_and_json_patch(k8s: Clients) -> None:
         {"op": "add", "path": "/spec/params/-", "value": {"name": "q", "value": "w"}},
         {"op": "remove", "path": "/metadata/labels/new"},
     ]
-    patched = k8s.custom.patch_namespaced_custom_object(
-        *PR, "a", ops, _content_type="application/json-patch+json"
-    )
+    patched = k8s.custom.patch_namespaced_custom_object(*PR, "a", ops, _content_type="application/json-patch+json")
     assert [p["name"] for p in patched["spec"]["params"]] == ["p", "q"]
     assert patched["metadata"]["labels"] == {"keep": "1"}
     with pytest.raises(ApiException) as exc:  # a failing test op
         k8s.custom.patch_namespaced_custom_object(
-            *PR, "a", [{"op": "test", "path": "/metadata/labels/keep", "value": "2"}],
+            *PR,
+            "a",
+            [{"op": "test", "path": "/metadata/labels/keep", "value": "2"}],
             _content_type="application/json-patch+json",
         )
     assert exc.value.status == 422

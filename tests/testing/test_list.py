@@ -112,7 +112,9 @@ def test_pagination_is_a_consistent_snapshot(k8s: Clients) -> None:
 
 def test_pagination_with_selector_has_no_remaining_count(k8s: Clients) -> None:
     for i in range(5):
-        k8s.core.create_namespaced_config_map("default", {"metadata": {"name": f"cm{i}", "labels": {"even": str(i % 2 == 0)}}})
+        k8s.core.create_namespaced_config_map(
+            "default", {"metadata": {"name": f"cm{i}", "labels": {"even": str(i % 2 == 0)}}}
+        )
     page = k8s.core.list_namespaced_config_map("default", limit=2, label_selector="even=True")
     assert [i.metadata.name for i in page.items] == ["cm0", "cm2"]
     assert page.metadata.remaining_item_count is None

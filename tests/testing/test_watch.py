@@ -100,7 +100,9 @@ def test_history_limit_expires_old_versions(apiserver_factory: Callable[..., Api
     ok = Collector(k8s.core.list_namespaced_config_map, "default", resource_version=since, expect=3)
     assert [t for t, _, _ in ok.wait()] == ["MODIFIED"] * 3
     k8s.core.patch_namespaced_config_map("a", "default", {"data": {"i": "3"}})
-    late = Collector(k8s.core.list_namespaced_config_map, "default", resource_version=since, timeout_seconds=5, expect=1)
+    late = Collector(
+        k8s.core.list_namespaced_config_map, "default", resource_version=since, timeout_seconds=5, expect=1
+    )
     with pytest.raises(ApiException) as exc:
         late.wait()
     assert exc.value.status == 410
@@ -153,7 +155,9 @@ def test_bookmarks_and_timeout_end_the_stream_cleanly(apiserver_factory: Callabl
     raw = Raw(srv)
     srv.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "default"}})
     start = time.monotonic()
-    events = stream_lines(raw, "/api/v1/namespaces/default/configmaps?watch=1&allowWatchBookmarks=true&timeoutSeconds=1")
+    events = stream_lines(
+        raw, "/api/v1/namespaces/default/configmaps?watch=1&allowWatchBookmarks=true&timeoutSeconds=1"
+    )
     assert 0.9 < time.monotonic() - start < 3
     assert events[0]["type"] == "ADDED"
     bookmarks = [e for e in events if e["type"] == "BOOKMARK"]

@@ -504,5 +504,5 @@ class Handler:
         await stream.write(body[: min(cut, max(len(body) - 1, 0))])
         if request.transport is not None:
             request.transport.abort()
-        # The connection is gone; aiohttp drops what it would still write.
-        raise ConnectionAbortedError("connection dropped by fault injection")
+        # aiohttp's attempt to finish this response meets the closed connection and gives up quietly.
+        return stream

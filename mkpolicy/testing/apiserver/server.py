@@ -336,7 +336,9 @@ class ApiServer:
         deadline = time.monotonic() + timeout
         while self.watch_count(**match) < count:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{self.watch_count(**match)} matching watches open after {timeout} s, expected {count}")
+                raise TimeoutError(
+                    f"{self.watch_count(**match)} matching watches open after {timeout} s, expected {count}"
+                )
             time.sleep(0.01)
 
     # -- faults that need the loop ------------------------------------------------------
