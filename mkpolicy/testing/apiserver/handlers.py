@@ -422,6 +422,8 @@ class Handler:
         try:
             await resp.prepare(request)
             await self._pump(request, resp, watch, encoder, wopts, drop is not None)
+        except ConnectionError:
+            pass  # the client went away: nothing to finish
         finally:
             close_watch(self.api.store, watch)
             self.watches.pop(watch, None)
