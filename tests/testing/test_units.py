@@ -211,3 +211,16 @@ def test_storage_state_at_undoes_newer_events() -> None:
 def test_version_priority() -> None:
     names = ["v1alpha1", "v2", "foo", "v1beta2", "v1", "v10beta1", "v1beta1"]
     assert sorted(names, key=version_priority) == ["v2", "v1", "v10beta1", "v1beta2", "v1beta1", "v1alpha1", "foo"]
+
+
+def test_true_replacing_1_is_a_change_not_a_noop(apiserver_factory) -> None:
+    from .conftest import simple_crd
+
+    srv = apiserver_factory("eq", bundled=False, crds=[simple_crd()])
+    body = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "namespace": "default"}}
+    first = srv.create({**body, "spec": {"flag": 1}})
+    second = srv.patch("example.com/v1", "Widget", "w", {"spec": {"flag": True}}, namespace="default")
+    assert second["spec"]["flag"] is True
+    assert int(second["metadata"]["resourceVersion"]) > int(first["metadata"]["resourceVersion"])
+    third = srv.patch("example.com/v1", "Widget", "w", {"spec": {"flag": True}}, namespace="default")
+    assert third["metadata"]["resourceVersion"] == second["metadata"]["resourceVersion"]
