@@ -20,6 +20,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("schema", "mkpolicy.cli.schema", "print the JSON Schema of FrameworkPolicy documents"),
     ("sidecar", "mkpolicy.cli.sidecar", "run the policies on the wire between the Kueue manager and its workers"),
     ("demo", "mkpolicy.cli.demo", "MultiKueue + the sidecar end to end on loopback API servers, in seconds"),
+    ("dev", "mkpolicy.cli.dev", "developer tools: a loopback Kubernetes API server for tests and demos"),
 ]
 
 EPILOG = """\
@@ -28,6 +29,7 @@ examples:
   mkpolicy apply --policy policies/tekton-pipelinerun.yaml --phase create \\
       -f examples/tekton/pipelinerun.yaml --workload-name wl-1 --cluster worker1
   mkpolicy apply --policy policies/ --phase sync -f manager.yaml --worker-object worker.yaml -o diff
+  mkpolicy dev apiserver --bundled --kubeconfig-out /tmp/worker1.kubeconfig
 
 exit codes: 0 success, 1 findings or a failing policy, 2 usage or input error.
 Run 'mkpolicy COMMAND --help' for the options of a command.

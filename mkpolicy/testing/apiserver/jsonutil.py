@@ -27,16 +27,22 @@ def copy_json(value: Any) -> Any:
 
 def json_equal(a: Any, b: Any) -> bool:
     """Equality as JSON sees it: ``true`` is not ``1`` (Python says it is), ``1 == 1.0``."""
+    # Python's == (fast, in C) differs only by equating booleans with 0 and 1, so it
+    # settles every "different" case; the strict walk runs only on values it calls equal.
+    return a == b and _strict_equal(a, b)
+
+
+def _strict_equal(a: Any, b: Any) -> bool:
     if isinstance(a, bool) or isinstance(b, bool):
         return isinstance(a, bool) and isinstance(b, bool) and a == b
     if isinstance(a, dict):
         if not isinstance(b, dict) or a.keys() != b.keys():
             return False
-        return all(json_equal(v, b[k]) for k, v in a.items())
+        return all(_strict_equal(v, b[k]) for k, v in a.items())
     if isinstance(a, list):
         if not isinstance(b, list) or len(a) != len(b):
             return False
-        return all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+        return all(_strict_equal(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, int | float) and isinstance(b, int | float):
         return a == b
     return type(a) is type(b) and a == b

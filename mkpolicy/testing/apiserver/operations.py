@@ -332,18 +332,20 @@ class Api:
             doc = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:
             raise bad_request(f"malformed patch body: {exc}") from None
-        current = copy_json(old.as_version(t.api_version))
+        # The patch functions never change their input, so they may read the stored object;
+        # merge and strategic results share unchanged parts with it and are copied once here.
+        current = old.as_version(t.api_version)
         if content_type == MERGE_PATCH:
             if not isinstance(doc, dict):
                 raise bad_request(f"merge patch: expected a JSON object, found {type_name(doc)}")
-            result = merge_patch(current, doc)
+            result = copy_json(merge_patch(current, doc))
         elif content_type == JSON_PATCH:
-            result = json_patch(current, doc)
+            result = json_patch(current, doc)  # works on its own copy
         else:
-            result = strategic_merge_patch(current, doc)
+            result = copy_json(strategic_merge_patch(current, doc))
         if not isinstance(result, dict):
             raise bad_request(f"the patched object must be a JSON object, found {type_name(result)}")
-        obj = self._check_body(t, copy_json(result))
+        obj = self._check_body(t, result)
         self._check_identity(t, obj)
         self._check_preconditions(t, old, obj["metadata"])
         return self._write_update(t, old, obj, opts)

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import jsonpatch
@@ -84,15 +85,19 @@ def json_patch(target: dict[str, Any], ops: Any) -> Any:
                 raise bad_request(f"json patch operation #{i} ({name}): missing {key!r}")
             if key in ("path", "from") and not isinstance(op[key], str):
                 raise bad_request(f"json patch operation #{i} ({name}): {key} must be a string, found {op[key]!r}")
-    try:
-        return jsonpatch.JsonPatch(ops).apply(target, in_place=False)
-    except jsonpatch.JsonPatchTestFailed as exc:
-        raise ApiError(422, f"the server rejected our request due to an error in our request: {exc}") from None
-    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
-        raise ApiError(422, f"the server rejected our request due to an error in our request: {exc}") from None
-    except (TypeError, KeyError, IndexError, ValueError) as exc:
-        # jsonpatch lets a few shape mismatches through as Python errors (a pointer into a scalar).
-        raise ApiError(422, f"the server rejected our request due to an error in our request: {exc!r}") from None
+    doc: Any = copy_json(target)
+    for i, op in enumerate(ops):
+        try:
+            # One operation at a time (in place, on a private copy) to name the one that fails.
+            doc = jsonpatch.JsonPatch([op]).apply(doc, in_place=True)
+        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, KeyError, IndexError,
+                ValueError) as exc:  # fmt: skip
+            # jsonpatch quotes the whole document in some messages: keep the reason only.
+            reason = re.sub(r" in \{.*$", "", str(exc), flags=re.S) or type(exc).__name__
+            raise ApiError(
+                422, f"json patch operation #{i} ({op['op']} {op['path']!r}) does not apply: {reason}"
+            ) from None
+    return doc
 
 
 def strategic_merge_patch(target: Any, patch: Any) -> Any:

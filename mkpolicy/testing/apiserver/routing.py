@@ -16,6 +16,7 @@ get, list, watch, create, update, patch, delete, deletecollection.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -54,6 +55,12 @@ def is_true(value: str | None) -> bool:
 
 def parse_request(method: str, raw_path: str, query: Mapping[str, str]) -> RequestInfo:
     """Parse a request line; 404 for URLs the API does not have, 405 for wrong methods."""
+    return _parse(method, raw_path, is_true(query.get("watch")))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse(method: str, raw_path: str, watch_param: bool) -> RequestInfo:
+    # Cached: clients repeat the same URLs (GETs of the same objects, list and watch loops).
     path = raw_path.rstrip("/") or "/"
     if path in HEALTH_PATHS:
         return RequestInfo("health", method, path, verb="get")
@@ -82,7 +89,7 @@ def parse_request(method: str, raw_path: str, query: Mapping[str, str]) -> Reque
     resource = rest[0]
     name = rest[1] if len(rest) > 1 else ""
     subresource = rest[2] if len(rest) > 2 else ""
-    verb = _verb(method, path, bool(name), watch or is_true(query.get("watch")))
+    verb = _verb(method, path, bool(name), watch or watch_param)
     return RequestInfo("resource", method, path, verb, group, version, namespace, resource, name, subresource)
 
 

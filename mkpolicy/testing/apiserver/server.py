@@ -227,6 +227,8 @@ class ApiServer:
             self._listener = None
         if self._lowlevel is not None:
             await asyncio.sleep(0)  # let ended watches write their last chunk
+            # close() wakes idle keep-alive connections, which shutdown() alone would wait out.
+            self._lowlevel.pre_shutdown()
             await self._lowlevel.shutdown(1.0)
             self._lowlevel = None
 
@@ -313,6 +315,31 @@ class ApiServer:
 
         loop.call_soon_threadsafe(run)
         return future.result(timeout=30)
+
+    def watch_count(self, **match: str) -> int:
+        """How many watches are open now (optionally only those matching, as in
+        :meth:`Faults.fail`: ``resource=``, ``namespace=``, ...). Tests wait on it before writing."""
+        criteria = Match(**match)
+
+        def count() -> int:
+            handler = self._handler
+            if handler is None:
+                return 0
+            return sum(1 for w, info in handler.watches.items() if not w.closed and criteria.matches(info))
+
+        return self._call(count)
+
+    def wait_for_watches(self, count: int = 1, *, timeout: float = 5.0, **match: str) -> None:
+        """Block until at least ``count`` matching watches are open (TimeoutError otherwise)."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while self.watch_count(**match) < count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"{self.watch_count(**match)} matching watches open after {timeout} s, expected {count}"
+                )
+            time.sleep(0.01)
 
     # -- faults that need the loop ------------------------------------------------------
 
