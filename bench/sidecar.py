@@ -301,6 +301,13 @@ def main() -> int:
             base64.b64decode(kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"]).decode(),
         )
         results = asyncio.run(measure(info, side, args.requests, args.posts, args.events, sidecar_proc.pid))
+        with urllib.request.urlopen(f"http://127.0.0.1:{ops}/metrics", timeout=5) as resp:
+            metrics = resp.read().decode()
+        results["manager_reads"] = {
+            line.split('source="')[1].split('"')[0]: float(line.split()[-1])
+            for line in metrics.splitlines()
+            if line.startswith("mkpolicy_sidecar_manager_reads_total{")
+        }
         results.update(
             objects=args.objects,
             seeded_s=seeded,
@@ -391,6 +398,7 @@ def main() -> int:
     for name, d, s, ratio_text, goal, ok in rows:
         mark = "" if ok is None else ("  ok" if ok else "  MISSED")
         print(f"{name:32} {d:>12} {s:>12} {ratio_text:>10}  {goal}{mark}")
+    print(f"manager reads by the sidecar: {r['manager_reads']}")
     print(
         f"sidecar CPU: pass-through GET {r['cpu_passthrough_ms']:.2f} ms, transformed GET "
         f"{r['cpu_transformed_get_ms']:.2f} ms, POST {r['cpu_post_ms']:.2f} ms, watch event "

@@ -23,6 +23,8 @@ log = logging.getLogger("mkpolicy.sidecar.cache")
 
 Key = tuple[str, str]
 
+#: Objects per page when listing.
+PAGE = 500
 #: How many objects are kept parsed besides their JSON bytes.
 PARSED = 256
 #: Retry delays after errors (seconds): exponential up to the last value.
@@ -142,15 +144,23 @@ class ManagerCache:
                 await asyncio.sleep(delay)
 
     async def _list(self) -> None:
+        """A full list, in pages (the transient memory of one huge list would stay with the process)."""
         self.metrics.cache_relists.labels(self.policy).inc()
-        doc = await self.client.get(self.info.path())
         objects: dict[Key, bytes] = {}
-        for item in doc.get("items") or []:
-            if isinstance(item, dict):
-                objects[_key(item)] = _compact(item)
+        params = {"limit": str(PAGE)}
+        while True:
+            doc = await self.client.get(self.info.path(), params)
+            for item in doc.get("items") or []:
+                if isinstance(item, dict):
+                    objects[_key(item)] = _compact(item)
+            meta = doc.get("metadata") or {}
+            token = meta.get("continue")
+            if not token:
+                break
+            params = {"limit": str(PAGE), "continue": str(token)}
         self._objects = objects
         self._parsed.clear()
-        self._resource_version = str((doc.get("metadata") or {}).get("resourceVersion") or "")
+        self._resource_version = str(meta.get("resourceVersion") or "")
         self.metrics.cache_synced.labels(self.policy).set(1)
         self.synced.set()
 

@@ -85,6 +85,7 @@ class WorkerEndpoint:
         self.upstream = upstream
         self.cluster = upstream.name
         self._children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+        self._request_children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
 
     # -- entry point ----------------------------------------------------------------------
     async def handle(self, request: web.Request) -> web.StreamResponse:
@@ -131,10 +132,18 @@ class WorkerEndpoint:
             return _status_response(exc)
         finally:
             metrics.inflight.dec()
-            metrics.requests.labels(self.cluster, policy, verb, str(code)).inc()
+            key = (policy, verb, code)
+            counters = self._request_children.get(key)
+            if counters is None:
+                counters = (
+                    metrics.requests.labels(self.cluster, policy, verb, str(code)),
+                    metrics.request_seconds.labels(self.cluster, policy, verb),
+                )
+                self._request_children[key] = counters
+            counters[0].inc()
             elapsed = time.perf_counter() - start
             if verb != "watch":
-                metrics.request_seconds.labels(self.cluster, policy, verb).observe(elapsed)
+                counters[1].observe(elapsed)
             if log.isEnabledFor(logging.DEBUG):
                 log.debug(
                     "request",
