@@ -9,7 +9,8 @@ Probes and Prometheus metrics are served on the ops port; logs are JSON on stder
 the original kubeconfigs; idempotent); --unwire restores them and exits.
 --kubeconfig-dir writes each worker endpoint's kubeconfig (to wire by hand).
 --check validates the configuration, the policies and the worker kubeconfig files,
-then exits.
+then exits. --init-state DIR writes the CA, serving certificate and worker tokens to DIR
+and exits: several Kueue replicas then share them (a Secret mounted as state.dir).
 
 Exit codes: 0 clean shutdown, 1 invalid policies, 2 invalid configuration or kubeconfig.
 """
@@ -28,6 +29,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     mode.add_argument("--wire", action="store_true", help="point the MultiKueueCluster Secrets at the sidecar")
     mode.add_argument("--unwire", action="store_true", help="restore the MultiKueueCluster Secrets, then exit")
     mode.add_argument("--check", action="store_true", help="validate config, policies and kubeconfig files, then exit")
+    mode.add_argument("--init-state", metavar="DIR", help="write CA, certificate and tokens to DIR, then exit")
     parser.add_argument("--kubeconfig-dir", metavar="DIR", help="write <worker>.kubeconfig for each endpoint here")
 
 
@@ -54,6 +56,22 @@ def run(args: argparse.Namespace) -> int:
         error(f"--policies {args.policies!r}: expected a directory of FrameworkPolicy files")
         return EXIT_USAGE
     setup_logging(config.logging.level)
+
+    if args.init_state:
+        from mkpolicy.sidecar.endpoints import certificate_hosts, load_or_create
+
+        try:
+            load_or_create(
+                args.init_state,
+                [w.name for w in config.workers],
+                certificate_hosts(config.listen.address, config.listen.hosts),
+            )
+        except ConfigError as exc:
+            print(exc.report(), file=sys.stderr)
+            return EXIT_USAGE
+        for name in sorted(os.listdir(args.init_state)):
+            print(os.path.join(args.init_state, name))
+        return EXIT_OK
 
     if args.check:
         try:

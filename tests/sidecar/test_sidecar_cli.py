@@ -217,3 +217,32 @@ def test_invalid_policies_at_start_exit_1(tmp_path: Path) -> None:
         proc = mkpolicy_cmd("sidecar", "--policies", str(policies), "--config", str(config))
         assert proc.returncode == 1
         assert "bad.yaml:4" in proc.stderr and "failurePolicy" in proc.stderr
+
+
+def test_init_state_is_shared_read_only(tmp_path: Path) -> None:
+    """Several Kueue replicas: one state, generated once, mounted read-only by every sidecar."""
+    from mkpolicy.sidecar import load_config
+    from mkpolicy.sidecar.endpoints import certificate_hosts, load_or_create
+
+    config = write(tmp_path / "sidecar.yaml", {
+        "workers": [{"name": w, "kubeconfig": {"file": "unused"}} for w in WORKERS]
+    })
+    state = tmp_path / "state"
+    proc = mkpolicy_cmd("sidecar", "--init-state", str(state), "--policies", str(POLICIES), "--config", str(config))
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(Path(line).name for line in proc.stdout.split()) == [
+        "ca.crt", "ca.key", "tls.crt", "tls.key", "tokens.json"
+    ]
+    first = json.loads((state / "tokens.json").read_text())
+    stamps = {p.name: p.stat().st_mtime_ns for p in state.iterdir()}
+    for path in state.iterdir():
+        path.chmod(0o400)
+    state.chmod(0o500)
+    try:
+        cfg = load_config(str(config))
+        creds = load_or_create(str(state), [w.name for w in cfg.workers], certificate_hosts("127.0.0.1", []))
+        assert creds.tokens == first
+        assert creds.ca.cert_pem == (state / "ca.crt").read_bytes()
+        assert {p.name: p.stat().st_mtime_ns for p in state.iterdir()} == stamps  # nothing written
+    finally:
+        state.chmod(0o700)

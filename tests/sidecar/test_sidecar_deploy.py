@@ -169,6 +169,10 @@ def test_dockerfile() -> None:
     assert uid.isdigit() and int(uid) != 0
     assert 'ENTRYPOINT ["mkpolicy"]' in lines
     assert any(ln.startswith("COPY mkpolicy") for ln in lines)
+    # the policies mount sits next to the schemas the shipped policies name (../schemas/crds/...)
+    args = sidecar_container()["args"]
+    policies = next(a.split("=", 1)[1] for a in args if a.startswith("--policies="))
+    assert f"COPY schemas {os.path.dirname(policies)}/schemas" in lines
     assert any("pip wheel" in ln for ln in lines)
     # the image serves the ops port the manifests probe
     assert f"EXPOSE {sidecar_container()['ports'][0]['containerPort']}" in lines
