@@ -170,9 +170,29 @@ class Sidecar:
 
     # -- lifecycle -------------------------------------------------------------------------------
     async def start(self) -> None:
-        """Connect, load policies, listen. Raises ConfigError, KubeconfigError or ReloadError."""
+        """Connect, load policies, listen. Raises ConfigError, KubeconfigError or ReloadError.
+
+        A failed start leaves nothing running (connections closed, ports released).
+        """
         if self._started:
             return
+        try:
+            await self._start()
+        except BaseException:
+            await self.stop()
+            raise
+        self._started = True
+        cfg = self.config
+        log.info(
+            "sidecar started",
+            extra=fields(
+                endpoints={w.name: self.endpoint(w.name) for w in cfg.workers},
+                ops=f"http://{cfg.ops.address}:{self._ops_port}",
+                origin=self.origin,
+            ),
+        )
+
+    async def _start(self) -> None:
         cfg = self.config
         self._manager = KubeClient(self._manager_config or manager_rest_config(cfg), user_agent="mkpolicy-sidecar")
         for worker in cfg.workers:
@@ -182,21 +202,11 @@ class Sidecar:
             await self._store.reload(force=True)
         except ReloadError as exc:
             if exc.reason != "discovery":
-                await self.stop()
                 raise
             self._first_load = asyncio.create_task(self._retry_first_load(), name="policy-first-load")
         for worker, port in zip(cfg.workers, cfg.worker_ports(), strict=True):
             await self._start_endpoint(worker, port)
         self._store.start(cfg.reload.interval_seconds)
-        self._started = True
-        log.info(
-            "sidecar started",
-            extra=fields(
-                endpoints={w.name: self.endpoint(w.name) for w in cfg.workers},
-                ops=f"http://{cfg.ops.address}:{self._ops_port}",
-                origin=self.origin,
-            ),
-        )
 
     async def _retry_first_load(self) -> None:
         delay = 0.5
@@ -235,6 +245,8 @@ class Sidecar:
 
     async def stop(self) -> None:
         """Graceful shutdown: not ready, stop listening, end watches cleanly, drain requests, disconnect."""
+        if self.closing and not self._started and self._manager is None:
+            return
         self.closing = True
         log.info("sidecar stopping", extra=fields(grace_seconds=self.config.shutdown.grace_period_seconds))
         if self._first_load is not None:
@@ -253,6 +265,7 @@ class Sidecar:
             await upstream.close()
         if self._manager is not None:
             await self._manager.close()
+            self._manager = None
         self._evaluator.shutdown()
         self._started = False
         log.info("sidecar stopped")

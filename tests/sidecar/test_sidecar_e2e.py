@@ -331,3 +331,38 @@ def test_ops_endpoints(tmp_path: Path) -> None:
                 assert sidecar.credentials.tokens["worker1"] not in text
 
         asyncio.run(scenario())
+
+
+IGNORING = """\
+apiVersion: mkpolicy.io/v1alpha1
+kind: FrameworkPolicy
+metadata: {name: lenient}
+spec:
+  framework: PipelineRun.v1.tekton.dev
+  failurePolicy: Ignore
+  creation:
+    patches:
+      - type: JSONPatch
+        jsonPatch:
+          expression: '[JSONPatch{op: "replace", path: "/spec/does/not/exist", value: 1}]'
+      - type: ApplyConfiguration
+        applyConfiguration:
+          expression: 'Object{metadata: Object.metadata{annotations: {"applied": "yes"}}}'
+"""
+
+
+def test_failure_policy_ignore_skips_and_counts(tmp_path: Path) -> None:
+    with clusters(tmp_path) as env:
+        policies = policy_dir(tmp_path)
+        (policies / "lenient.yaml").write_text(IGNORING)
+
+        async def scenario() -> None:
+            async with running(env.config(), policies) as sidecar, kueue(env, sidecar) as driver:
+                env.manager.create(pipelinerun("run-1"))
+                assert await driver.sync_job("worker1", "team-a", "run-1", "wl-1") == "created"
+                worker = env.worker("worker1").get("tekton.dev/v1", "PipelineRun", "run-1", "team-a")
+                assert worker["metadata"]["annotations"]["applied"] == "yes"
+                assert metric(sidecar, "mkpolicy_sidecar_ignored_patches_total", cluster="worker1",
+                              policy="lenient", phase="create") == 1
+
+        asyncio.run(scenario())
