@@ -168,12 +168,10 @@ def _existing(data: Any, loc: Path) -> Path:
     out: list[str | int] = []
     cur = data
     for seg in loc:
-        if isinstance(cur, list) and isinstance(seg, int) and 0 <= seg < len(cur):
-            cur = cur[seg]
-        elif isinstance(cur, dict) and seg in cur:
-            cur = cur[seg]
-        else:
+        in_list = isinstance(cur, list) and isinstance(seg, int) and 0 <= seg < len(cur)
+        if not (in_list or (isinstance(cur, dict) and seg in cur)):
             break
+        cur = cur[seg]
         out.append(seg)
     return tuple(out)
 
