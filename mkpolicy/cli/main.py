@@ -22,6 +22,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("init", "mkpolicy.cli.init", "scaffold a policy, its test suite and an example object"),
     ("explain", "mkpolicy.cli.explain", "what a policy does: per phase, the fields each patch reads and writes"),
     ("export", "mkpolicy.cli.export", "print Kueue configuration (externalFrameworks) or RBAC for policies"),
+    ("schema", "mkpolicy.cli.schema", "print the JSON Schema of FrameworkPolicy documents"),
 ]
 
 EPILOG = """\
