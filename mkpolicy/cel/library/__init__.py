@@ -9,9 +9,11 @@ types. ``arities`` lets the compiler reject wrong argument counts before evaluat
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from mkpolicy.cel.types import Signature
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +29,11 @@ class Function:
     cost: Callable[..., int] | None = None
     #: Needs the evaluation's Budget as first argument (before the receiver).
     needs_budget: bool = False
+    #: Overloads for the type checker (the receiver is the first parameter); empty
+    #: means "any arguments, dyn result".
+    signatures: tuple[Signature, ...] = ()
+    #: Pure functions of constant arguments are evaluated at compile time.
+    pure: bool = True
 
 
 class Library:
@@ -58,19 +65,28 @@ STANDARD = Library()
 def function(
     name: str,
     *,
-    arities: Iterable[int],
+    arities: Iterable[int] | None = None,
     receiver: bool = False,
     cost: Callable[..., int] | None = None,
     needs_budget: bool = False,
+    signatures: Sequence[str] = (),
+    pure: bool = True,
     library: Library = STANDARD,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator registering a Python function as the CEL function ``name``.
 
-    ``arities`` counts the arguments without the receiver.
+    ``signatures`` declares the overloads for the type checker in cel-go's notation,
+    the receiver first: ``"(string, string) -> bool"``. ``arities`` counts the
+    arguments without the receiver; it defaults to what the signatures imply.
     """
+    sigs = tuple(Signature(s) for s in signatures)
+    if arities is None:
+        if not sigs:
+            raise ValueError(f"function {name!r} needs arities or signatures")
+        arities = {len(s.params) - (1 if receiver else 0) for s in sigs}
 
     def register(impl: Callable[..., Any]) -> Callable[..., Any]:
-        library.add(Function(name, impl, frozenset(arities), receiver, cost, needs_budget))
+        library.add(Function(name, impl, frozenset(arities), receiver, cost, needs_budget, sigs, pure))
         return impl
 
     return register

@@ -31,11 +31,15 @@ def _size(value: Any) -> int:
     raise no_overload("size", value)
 
 
-function("size", arities=[1])(_size)
-function("size", arities=[0], receiver=True)(_size)
+_SIZE_SIGS = ["(string) -> int", "(bytes) -> int", "(list(A)) -> int", "(map(A, B)) -> int"]
+function("size", signatures=_SIZE_SIGS)(_size)
+function("size", signatures=_SIZE_SIGS, receiver=True)(_size)
 
 
-@function("int", arities=[1])
+@function(
+    "int",
+    signatures=["(int) -> int", "(uint) -> int", "(double) -> int", "(string) -> int", "(timestamp) -> int"],
+)
 def to_int(value: Any) -> int:
     t = type(value)
     if t is int:
@@ -57,7 +61,7 @@ def to_int(value: Any) -> int:
     raise no_overload("int", value)
 
 
-@function("uint", arities=[1])
+@function("uint", signatures=["(uint) -> uint", "(int) -> uint", "(double) -> uint", "(string) -> uint"])
 def to_uint(value: Any) -> Uint:
     t = type(value)
     if t is Uint:
@@ -78,7 +82,7 @@ def to_uint(value: Any) -> Uint:
     raise no_overload("uint", value)
 
 
-@function("double", arities=[1])
+@function("double", signatures=["(double) -> double", "(int) -> double", "(uint) -> double", "(string) -> double"])
 def to_double(value: Any) -> float:
     t = type(value)
     if t is float:
@@ -115,7 +119,19 @@ def format_double(value: float) -> str:
     return text
 
 
-@function("string", arities=[1])
+@function(
+    "string",
+    signatures=[
+        "(string) -> string",
+        "(bool) -> string",
+        "(int) -> string",
+        "(uint) -> string",
+        "(double) -> string",
+        "(bytes) -> string",
+        "(timestamp) -> string",
+        "(duration) -> string",
+    ],
+)
 def to_string(value: Any) -> str:
     t = type(value)
     if t is str:
@@ -140,7 +156,7 @@ def to_string(value: Any) -> str:
     raise no_overload("string", value)
 
 
-@function("bytes", arities=[1])
+@function("bytes", signatures=["(bytes) -> bytes", "(string) -> bytes"])
 def to_bytes(value: Any) -> bytes:
     t = type(value)
     if t is bytes:
@@ -154,7 +170,7 @@ _TRUE = {"1", "t", "T", "true", "TRUE", "True"}
 _FALSE = {"0", "f", "F", "false", "FALSE", "False"}
 
 
-@function("bool", arities=[1])
+@function("bool", signatures=["(bool) -> bool", "(string) -> bool"])
 def to_bool(value: Any) -> bool:
     t = type(value)
     if t is bool:
@@ -168,17 +184,17 @@ def to_bool(value: Any) -> bool:
     raise no_overload("bool", value)
 
 
-@function("dyn", arities=[1])
+@function("dyn", signatures=["(A) -> dyn"])
 def to_dyn(value: Any) -> Any:
     return value
 
 
-@function("type", arities=[1])
+@function("type", signatures=["(A) -> type(A)"])
 def to_type(value: Any) -> CelType:
     return type_of(value)
 
 
-@function("timestamp", arities=[1])
+@function("timestamp", signatures=["(timestamp) -> timestamp", "(string) -> timestamp", "(int) -> timestamp"])
 def to_timestamp(value: Any) -> Timestamp:
     t = type(value)
     if t is Timestamp:
@@ -192,7 +208,7 @@ def to_timestamp(value: Any) -> Timestamp:
     raise no_overload("timestamp", value)
 
 
-@function("duration", arities=[1])
+@function("duration", signatures=["(duration) -> duration", "(string) -> duration", "(int) -> duration"])
 def to_duration(value: Any) -> Duration:
     t = type(value)
     if t is Duration:
@@ -211,19 +227,19 @@ def _string_args(function_name: str, s: Any, arg: Any) -> None:
         raise no_overload(function_name, s, arg)
 
 
-@function("contains", arities=[1], receiver=True)
+@function("contains", signatures=["(string, string) -> bool"], receiver=True)
 def contains(s: Any, sub: Any) -> bool:
     _string_args("contains", s, sub)
     return bool(sub in s)
 
 
-@function("startsWith", arities=[1], receiver=True)
+@function("startsWith", signatures=["(string, string) -> bool"], receiver=True)
 def starts_with(s: Any, prefix: Any) -> bool:
     _string_args("startsWith", s, prefix)
     return s.startswith(prefix)  # type: ignore[no-any-return]
 
 
-@function("endsWith", arities=[1], receiver=True)
+@function("endsWith", signatures=["(string, string) -> bool"], receiver=True)
 def ends_with(s: Any, suffix: Any) -> bool:
     _string_args("endsWith", s, suffix)
     return s.endswith(suffix)  # type: ignore[no-any-return]
@@ -251,5 +267,5 @@ def _matches(s: Any, pattern: Any) -> bool:
     return compile_regex(pattern).search(s) is not None
 
 
-function("matches", arities=[2])(_matches)
-function("matches", arities=[1], receiver=True)(_matches)
+function("matches", signatures=["(string, string) -> bool"])(_matches)
+function("matches", signatures=["(string, string) -> bool"], receiver=True)(_matches)
