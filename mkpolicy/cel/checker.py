@@ -77,7 +77,12 @@ OPERATORS: dict[str, tuple[Signature, ...]] = {
     "_/_": _sigs("(int, int) -> int", "(uint, uint) -> uint", "(double, double) -> double"),
     "_%_": _sigs("(int, int) -> int", "(uint, uint) -> uint"),
     "@in": _sigs("(A, list(A)) -> bool", "(A, map(A, B)) -> bool"),
-    "_[_]": _sigs("(list(A), int) -> A", "(map(A, B), A) -> B"),
+    "_[_]": _sigs(
+        "(list(A), int) -> A",
+        "(map(A, B), A) -> B",
+        "(optional_type(list(A)), int) -> optional_type(A)",
+        "(optional_type(map(A, B)), A) -> optional_type(B)",
+    ),
     "_[?_]": _sigs(
         "(list(A), int) -> optional_type(A)",
         "(map(A, B), A) -> optional_type(B)",
@@ -273,6 +278,10 @@ class Checker:
 
     def _select_type(self, node: ast.Select, operand: Type, name: str) -> Type:
         operand = self._resolved(operand)
+        if operand.is_optional:
+            # Selecting on an optional value is an optional selection (optional chaining).
+            inner = self._select_type(node, operand.params[0], name)
+            return self._set(node, inner if inner.is_optional else t.optional_of(inner))
         if operand.is_dyn or operand.kind == "param":
             return self._set(node, t.DYN)
         if operand.kind == "map":

@@ -138,7 +138,7 @@ class Compiler:
             cur = cur.operand
         chain.reverse()
         base: Evaluator | None = None
-        if isinstance(cur, ast.Ident):
+        if isinstance(cur, ast.Ident) and (cur.root or cur.name not in self.scope):
             parts = [cur.name] + [s.field for s in chain]
             for n in range(len(parts), 0, -1):
                 base = self._resolve(parts[:n], cur.root, cur.pos)
@@ -146,7 +146,7 @@ class Compiler:
                     chain = chain[n - 1 :]
                     break
             if base is None:
-                if cur.name in self.scope or not self.env.allow_undeclared:
+                if not self.env.allow_undeclared:
                     raise self.error(f"undeclared reference to '{cur.name}'", cur.pos)
                 base = _variable(cur.name, cur.pos)
         else:
@@ -189,6 +189,8 @@ class Compiler:
         if fn is None:
             if self.env.library.lookup(name, receiver=True) is not None:
                 raise self.error(f"'{name}' must be called on a value, as x.{name}(...)", pos)
+            if self.env.allow_undeclared:
+                return _unknown_function(name, [self.compile(n) for n in arg_nodes], pos)
             raise self.error(f"undeclared reference to function '{name}'", pos)
         if len(arg_nodes) not in fn.arities:
             raise self.error(_arity_message(name, fn.arities, len(arg_nodes)), pos)
@@ -201,6 +203,10 @@ class Compiler:
         if fn is None:
             if self.env.library.lookup(name, receiver=False) is not None:
                 raise self.error(f"'{name}' is not a method; call it as {name}(...)", node.pos)
+            if self.env.allow_undeclared:
+                assert node.target is not None
+                args = [self.compile(node.target)] + [self.compile(n) for n in node.args]
+                return _unknown_function(name, args, node.pos)
             raise self.error(f"undeclared reference to function '{name}'", node.pos)
         if len(node.args) not in fn.arities:
             raise self.error(_arity_message(name, fn.arities, len(node.args)), node.pos)
@@ -472,6 +478,17 @@ def _variable(name: str, pos: int) -> Evaluator:
             raise EvalError(f"undeclared reference to '{name}' (no value bound)", pos) from None
 
     return variable
+
+
+def _unknown_function(name: str, args: list[Evaluator], pos: int) -> Evaluator:
+    """With undeclared names allowed, an unknown function fails when it is called."""
+
+    def unknown(a: dict[str, Any]) -> Any:
+        for f in args:
+            f(a)
+        raise EvalError(f"no such overload: unknown function '{name}'", pos)
+
+    return unknown
 
 
 def _select_chain(base: Evaluator, fields: list[tuple[str, int]]) -> Evaluator:

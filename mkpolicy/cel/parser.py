@@ -301,7 +301,11 @@ class _ToAst(Transformer_NonRecursive[Any, Any]):
 
     def member_dot_opt(self, meta: Any, children: list[Any]) -> ast.Node:
         operand, name = children
-        return ast.Select(name.start_pos, operand, str(name), optional=True)
+        return ast.Select(name.start_pos, operand, _field_name(name), optional=True)
+
+    def member_dot_esc(self, meta: Any, children: list[Any]) -> ast.Node:
+        operand, name = children
+        return ast.Select(name.start_pos, operand, _field_name(name))
 
     def member_index(self, meta: Any, children: list[Any]) -> ast.Node:
         operand, index = children
@@ -395,11 +399,11 @@ class _ToAst(Transformer_NonRecursive[Any, Any]):
 
     def plain_fieldinit(self, meta: Any, children: list[Any]) -> ast.Entry:
         name, value = children
-        return ast.Entry(name.start_pos, str(name), value)
+        return ast.Entry(name.start_pos, _field_name(name), value)
 
     def opt_fieldinit(self, meta: Any, children: list[Any]) -> ast.Entry:
         name, value = children
-        return ast.Entry(name.start_pos, str(name), value, optional=True)
+        return ast.Entry(name.start_pos, _field_name(name), value, optional=True)
 
     def exprlist(self, meta: Any, children: list[Any]) -> list[ast.Node]:
         return children
@@ -452,6 +456,11 @@ class _ToAst(Transformer_NonRecursive[Any, Any]):
         if not isinstance(node, ast.Ident) or node.root:
             raise _AstError(f"{macro}(): the variable must be a simple name", node.pos)
         return node.name
+
+
+def _field_name(token: Any) -> str:
+    text = str(token)
+    return text[1:-1] if text.startswith("`") else text
 
 
 def _qualified_name(node: ast.Node) -> str | None:
@@ -512,7 +521,7 @@ _SIMPLE_ESCAPES = {
     "?": "?",
 }
 _ESCAPE_RE = re.compile(
-    r"\\(?:(?P<simple>[abfnrtv\\'\"`?])|x(?P<hex>[0-9a-fA-F]{2})|u(?P<u4>[0-9a-fA-F]{4})"
+    r"\\(?:(?P<simple>[abfnrtv\\'\"`?])|[xX](?P<hex>[0-9a-fA-F]{2})|u(?P<u4>[0-9a-fA-F]{4})"
     r"|U(?P<u8>[0-9a-fA-F]{8})|(?P<oct>[0-3][0-7]{2})|(?P<bad>.?))",
     re.DOTALL,
 )

@@ -58,6 +58,16 @@ class Library:
         """All function names, sorted."""
         return sorted({name for name, _ in self._functions})
 
+    def functions(self) -> list[Function]:
+        """Every registered function."""
+        return list(self._functions.values())
+
+    def copy(self) -> Library:
+        """An independent copy to add functions to."""
+        clone = Library()
+        clone._functions = dict(self._functions)
+        return clone
+
 
 STANDARD = Library()
 
@@ -92,8 +102,52 @@ def function(
     return register
 
 
+#: Libraries outside the Kubernetes dialect, enabled on request (conformance tests).
+EXTRAS: dict[str, Library] = {}
+
+
 def load_standard() -> Library:
     """Import every library module (they register on import) and return the registry."""
     from mkpolicy.cel.library import core, kubernetes, optional, time  # noqa: F401
 
     return STANDARD
+
+
+def load_library(extras: Iterable[str] = (), declarations: Iterable[dict[str, Any]] = ()) -> Library:
+    """The Kubernetes dialect's functions plus the ``extras`` libraries (``encoders``).
+
+    ``declarations`` declares functions for the type checker only, in the conformance
+    suite's ``type_env`` form (``{"function": name, "overloads": [...]}``); calling
+    one at run time is an error.
+    """
+    from mkpolicy.cel.library import extra  # noqa: F401
+
+    base = load_standard()
+    extras = list(extras)
+    declarations = list(declarations)
+    if not extras and not declarations:
+        return base
+    library = base.copy()
+    for name in extras:
+        for fn in EXTRAS[name].functions():
+            library.add(fn)
+    for decl in declarations:
+        by_style: dict[bool, list[str]] = {}
+        for overload in decl.get("overloads", []):
+            receiver = bool(overload.get("receiver_style"))
+            params = ", ".join(overload.get("params", []))
+            by_style.setdefault(receiver, []).append(f"({params}) -> {overload['result']}")
+        for receiver, sigs in by_style.items():
+            function(decl["function"], signatures=sigs, receiver=receiver, library=library, pure=False)(
+                _declared_only(decl["function"])
+            )
+    return library
+
+
+def _declared_only(name: str) -> Callable[..., Any]:
+    def impl(*args: Any) -> Any:
+        from mkpolicy.cel.errors import EvalError
+
+        raise EvalError(f"function '{name}' is declared but has no implementation")
+
+    return impl

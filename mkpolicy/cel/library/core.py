@@ -47,9 +47,9 @@ def to_int(value: Any) -> int:
     if t is Uint:
         return check_int(int(value))
     if t is float:
-        if math.isnan(value) or not (INT64_MIN <= value < 2.0**63):
+        if math.isnan(value) or not (INT64_MIN < value < 2.0**63):
             raise EvalError("range error: double value out of int range")
-        # -2**63 is representable, anything at or above 2**63 is not.
+        # cel-go rejects -2**63 too (the double cannot tell it from values below it).
         return int(value)
     if t is str:
         try:
