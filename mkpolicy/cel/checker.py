@@ -362,10 +362,11 @@ class Checker:
         result: Type | None = None
         matched: list[Signature] = []
         for sig in sigs:
-            if len(sig.params) != len(arg_types):
+            sig_params = sig.params_for(len(arg_types))
+            if sig_params is None:
                 continue
             renames = {p: self.fresh() for p in sig.type_params}
-            params = [t.rename_params(p, renames) for p in sig.params]
+            params = [t.rename_params(p, renames) for p in sig_params]
             trial = t.assignable_list(self.mapping, arg_types, params)
             if trial is None:
                 continue
@@ -602,7 +603,8 @@ def _type_value_type(name: str) -> Type:
         "google.protobuf.Duration": t.DURATION,
         "optional_type": t.optional_of(t.DYN),
     }
-    return mapping.get(name, t.DYN)
+    found = mapping.get(name)
+    return found if found is not None else t.parse_type(name)
 
 
 def _display(name: str) -> str:

@@ -35,6 +35,7 @@ from mkpolicy.cel.values import (
     CelType,
     Duration,
     ObjectValue,
+    OpaqueValue,
     OptionalValue,
     Timestamp,
     Uint,
@@ -115,6 +116,8 @@ def type_of(value: Any) -> CelType:
         return found
     if t is ObjectValue:
         return CelType.named(value.type_name)
+    if isinstance(value, OpaqueValue):
+        return CelType.named(value.cel_type_name)
     if isinstance(value, Mapping):
         return MAP_TYPE
     raise EvalError(f"unsupported value of Python type {t.__name__}")

@@ -168,7 +168,7 @@ _PRIMITIVES: dict[str, Type] = {
     "google.protobuf.UInt64Value": UINT,
 }
 
-_TOKEN = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_.]*|[(),]|->)")
+_TOKEN = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_.]*|[(),|]|->)")
 
 
 def parse_type(text: str, params: frozenset[str] | None = None) -> Type:
@@ -197,6 +197,17 @@ def _tokens(text: str) -> list[str]:
 
 
 def _parse(tokens: list[str], i: int, params: frozenset[str]) -> tuple[Type, int]:
+    first, i = _parse_one(tokens, i, params)
+    if i < len(tokens) and tokens[i] == "|":
+        alternatives = [first]
+        while i < len(tokens) and tokens[i] == "|":
+            alt, i = _parse_one(tokens, i + 1, params)
+            alternatives.append(alt)
+        return Type("union", "|".join(str(a) for a in alternatives), tuple(alternatives)), i
+    return first, i
+
+
+def _parse_one(tokens: list[str], i: int, params: frozenset[str]) -> tuple[Type, int]:
     name = tokens[i]
     i += 1
     args: list[Type] = []
@@ -230,7 +241,7 @@ def _parse(tokens: list[str], i: int, params: frozenset[str]) -> tuple[Type, int
 class Signature:
     """One overload: parameter types (the receiver first for methods) and result type."""
 
-    __slots__ = ("params", "result", "text", "type_params")
+    __slots__ = ("params", "result", "text", "type_params", "variadic")
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -238,7 +249,12 @@ class Signature:
         if m is None:
             raise ValueError(f"bad signature {text!r}: expected '(T1, T2) -> R'")
         inner = m.group(1).strip()
-        self.params: tuple[Type, ...] = tuple(parse_type(p) for p in _split_top(inner)) if inner else ()
+        parts = _split_top(inner) if inner else []
+        #: The last parameter may repeat (``(int, int...) -> int``).
+        self.variadic = bool(parts) and parts[-1].endswith("...")
+        if self.variadic:
+            parts[-1] = parts[-1][:-3]
+        self.params: tuple[Type, ...] = tuple(parse_type(p) for p in parts)
         self.result = parse_type(m.group(2))
         names: set[str] = set()
         for t in (*self.params, self.result):
@@ -247,6 +263,15 @@ class Signature:
 
     def __repr__(self) -> str:
         return f"Signature({self.text!r})"
+
+    def params_for(self, count: int) -> tuple[Type, ...] | None:
+        """The parameter types for a call with ``count`` arguments, or None."""
+        if not self.variadic:
+            return self.params if count == len(self.params) else None
+        fixed = len(self.params) - 1
+        if count < fixed:
+            return None
+        return self.params[:fixed] + (self.params[-1],) * (count - fixed)
 
 
 def _split_top(text: str) -> list[str]:
@@ -333,6 +358,14 @@ def _assignable(m: Mapping, t1: Type, t2: Type) -> bool:
         return _valid_substitution(m, t2, t1)[0]
     if t1.is_dyn or t2.is_dyn:
         return True
+    if t1.kind == "union" or t2.kind == "union":
+        union, other = (t1, t2) if t1.kind == "union" else (t2, t1)
+        for alt in union.params:
+            trial = m.copy()
+            if _assignable(trial, alt, other):
+                m.subs = trial.subs
+                return True
+        return False
     if t1.kind == "null_type":
         return t2.kind == "null_type" or _legacy_nullable(t2)
     if t2.kind == "null_type":

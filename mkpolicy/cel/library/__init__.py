@@ -93,6 +93,8 @@ def function(
     if arities is None:
         if not sigs:
             raise ValueError(f"function {name!r} needs arities or signatures")
+        if any(s.variadic for s in sigs):
+            raise ValueError(f"function {name!r} has variadic signatures: give its arities")
         arities = {len(s.params) - (1 if receiver else 0) for s in sigs}
 
     def register(impl: Callable[..., Any]) -> Callable[..., Any]:
@@ -108,7 +110,16 @@ EXTRAS: dict[str, Library] = {}
 
 def load_standard() -> Library:
     """Import every library module (they register on import) and return the registry."""
-    from mkpolicy.cel.library import core, kubernetes, optional, time  # noqa: F401
+    from mkpolicy.cel.library import (  # noqa: F401
+        core,
+        kubernetes,
+        math,
+        network,
+        optional,
+        regex,
+        strings,
+        time,
+    )
 
     return STANDARD
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,6 +14,7 @@ from mkpolicy.cel.values import (
     INT64_MIN,
     CelType,
     Duration,
+    OpaqueValue,
     Timestamp,
     Uint,
     format_duration,
@@ -130,6 +130,9 @@ def format_double(value: float) -> str:
         "(bytes) -> string",
         "(timestamp) -> string",
         "(duration) -> string",
+        "(net.IP) -> string",
+        "(net.CIDR) -> string",
+        "(kubernetes.Semver) -> string",
     ],
 )
 def to_string(value: Any) -> str:
@@ -153,6 +156,11 @@ def to_string(value: Any) -> str:
         return format_duration(value)
     if t is CelType:
         return value.name  # type: ignore[no-any-return]
+    if isinstance(value, OpaqueValue):
+        try:
+            return value.cel_string()
+        except TypeError:
+            pass
     raise no_overload("string", value)
 
 
@@ -243,29 +251,3 @@ def starts_with(s: Any, prefix: Any) -> bool:
 def ends_with(s: Any, suffix: Any) -> bool:
     _string_args("endsWith", s, suffix)
     return s.endswith(suffix)  # type: ignore[no-any-return]
-
-
-_REGEX_CACHE: dict[str, re.Pattern[str]] = {}
-
-
-def compile_regex(pattern: str) -> re.Pattern[str]:
-    """Compile an RE2-style pattern with Python's engine (cached)."""
-    found = _REGEX_CACHE.get(pattern)
-    if found is None:
-        try:
-            found = re.compile(pattern)
-        except re.error as exc:
-            raise EvalError(f"invalid regular expression {pattern!r}: {exc}") from None
-        if len(_REGEX_CACHE) > 512:
-            _REGEX_CACHE.clear()
-        _REGEX_CACHE[pattern] = found
-    return found
-
-
-def _matches(s: Any, pattern: Any) -> bool:
-    _string_args("matches", s, pattern)
-    return compile_regex(pattern).search(s) is not None
-
-
-function("matches", signatures=["(string, string) -> bool"])(_matches)
-function("matches", signatures=["(string, string) -> bool"], receiver=True)(_matches)
