@@ -30,7 +30,7 @@ class Program:
     def __init__(self, expression: str, env: Environment | None = None) -> None:
         self.expression = expression
         self.env = env if env is not None else Environment()
-        self.ast: ast.Node = parse(expression)
+        self.ast: ast.Node = parse(expression, block="block" in self.env.syntax)
         self._fn = Compiler(self.env, expression).compile(self.ast)
 
     def evaluate(self, bindings: Mapping[str, Any], *, cost_limit: int = DEFAULT_COST_LIMIT) -> Any:

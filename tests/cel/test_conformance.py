@@ -18,9 +18,11 @@ What is skipped, and why (also in docs/cel.md):
   message types it knows are ``Object``/``Object.*`` and ``JSONPatch``.
 * ``unknowns``: the upstream file has no cases.
 
-The cel-spec extension libraries that Kubernetes does not enable (``ext:encoders``,
-``ext:block``) are enabled for their own files through :mod:`mkpolicy.cel.library.extra`,
-so their cases count; Kubernetes expressions cannot use them.
+The cel-spec extensions that Kubernetes does not enable (``ext:encoders``: base64;
+``ext:block``: ``cel.block``) are switched on for their own files only (see
+:func:`mkpolicy.cel.library.load_library` and ``Environment.syntax``), so their cases
+count; policy expressions cannot use them. Each remaining failure is listed in
+``KNOWN_FAILURES`` with its reason; any other failure fails the test.
 """
 
 from __future__ import annotations
@@ -39,9 +41,9 @@ import pytest
 from mkpolicy.cel import CelError, CelInternalError, Environment, Program
 from mkpolicy.cel.checker import check
 from mkpolicy.cel.library import Library, load_library
-from mkpolicy.cel.types import Type, parse_type
-from mkpolicy.cel.values import CelType, Duration, OptionalValue, Timestamp, Uint
 from mkpolicy.cel.library.time import parse_duration, parse_timestamp
+from mkpolicy.cel.types import Type, parse_type
+from mkpolicy.cel.values import CelType, OptionalValue, Uint
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -142,7 +144,9 @@ def same(expected: Any, actual: Any) -> bool:
                 return False
         return True
     if te is OptionalValue:
-        return bool(expected.has_value == actual.has_value and (not expected.has_value or same(expected.value, actual.value)))
+        return bool(
+            expected.has_value == actual.has_value and (not expected.has_value or same(expected.value, actual.value))
+        )
     return bool(expected == actual)
 
 
@@ -169,6 +173,7 @@ def run_case(case: Case) -> tuple[bool, str]:
         container=record.get("container", ""),
         allow_undeclared=bool(record.get("disable_check")),
         library=_library(case),
+        syntax=frozenset({"block"}) if "ext:block" in case.requires else frozenset(),
     )
     expects_error = "error" in expect
     try:
@@ -205,8 +210,17 @@ def run_case(case: Case) -> tuple[bool, str]:
 
 CASES = load_cases() if SUITE.is_dir() else []
 
-#: Cases known to fail, with the reason (each is a documented difference).
-KNOWN_FAILURES: dict[str, str] = {}
+#: Cases known to fail, with the reason (each is a documented difference, docs/cel.md).
+KNOWN_FAILURES: dict[str, str] = {
+    "network_ext/ipv4/ipv4_equals_ipv6": "Kubernetes rejects IPv4-mapped IPv6 addresses in every spelling",
+    "network_ext/ipv4/ipv4_not_equals_ipv6": "Kubernetes rejects IPv4-mapped IPv6 addresses in every spelling",
+    "parse/bytes_literals/triple_double_quoted_unescaped_punctuation": "the expected bytes hold a backslash "
+    "that the expression does not (the string twin of this case expects none)",
+    "parse/bytes_literals/triple_single_quoted_unescaped_punctuation": "as above",
+    "string_ext/format/map support (all key types)": "maps are Python dicts: the keys 1 and true collide",
+    "type_deduction/legacy_nullable_types/null_assignable_to_abstract_parameter_candidate": "the checker "
+    "joins list element types as cel-go's joinTypes/mostGeneral do, which yields null_type here",
+}
 
 
 @pytest.mark.skipif(not SUITE.is_dir(), reason=f"conformance suite not found at {SUITE}")
@@ -217,7 +231,9 @@ def test_conformance_pass_rate() -> None:
     per_file = Counter(cid.split("/")[0] for cid in failed)
     unexpected = {cid: why for cid, why in failed.items() if cid not in KNOWN_FAILURES}
     summary = "\n".join(f"  {cid}: {why}" for cid, why in sorted(unexpected.items())[:60])
-    assert rate >= PASS_RATE_FLOOR, f"pass rate {rate:.1%} < {PASS_RATE_FLOOR:.0%}; failures per file {dict(per_file)}\n{summary}"
+    assert rate >= PASS_RATE_FLOOR, (
+        f"pass rate {rate:.1%} < {PASS_RATE_FLOOR:.0%}; failures per file {dict(per_file)}\n{summary}"
+    )
     assert not unexpected, f"{len(unexpected)} cases fail that are not known failures:\n{summary}"
 
 

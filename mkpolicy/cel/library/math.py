@@ -204,4 +204,3 @@ def bit_shift_right(value: Any, offset: Any) -> Any:
     if type(value) is Uint:
         return Uint(value >> offset)
     return _wrap_int((value & UINT64_MAX) >> offset)
-

@@ -215,7 +215,10 @@ def substring(s: Any, start: Any, end: Any = None) -> str:
 
 
 #: Go's unicode.IsSpace: what strings.TrimSpace removes.
-_GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+_GO_SPACE = (
+    "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f\u3000"
+)
 
 
 @function("trim", signatures=["(string) -> string"], receiver=True, cost=_cost_target)
@@ -342,7 +345,9 @@ def _as_float(value: Any, clause: str) -> float:
     t = type(value)
     if t is int or t is Uint or t is float:
         return float(value)
-    raise EvalError(f"error during formatting: {clause} clause can only be used on doubles, was given {type_name(value)}")
+    raise EvalError(
+        f"error during formatting: {clause} clause can only be used on doubles, was given {type_name(value)}"
+    )
 
 
 def _format_fixed(value: Any, precision: int) -> str:
