@@ -557,12 +557,16 @@ class Checker:
             arg_types = [self._check(a) for a in node.args]
         finally:
             self.scopes.pop()
-        transforms = ("map", "transformList", "transformMap", "transformMapEntry")
+        transforms = ("map", "transformList", "transformMap", "transformMapEntry", "sortBy")
         predicate_args = node.args[:-1] if macro in transforms else node.args
         for arg in predicate_args:
             self._expect_bool(arg, macro)
         if macro in ("all", "exists", "exists_one"):
             return self._set(node, t.BOOL)
+        if macro == "sortBy":
+            if rng.kind not in ("list",) and not rng.is_dyn:
+                self.error(f"sortBy() needs a list, found '{self._shown(rng)}'", node.iter_range.pos)
+            return self._set(node, rng if rng.kind == "list" else t.list_of(t.DYN))
         last = self._resolved(arg_types[-1])
         if macro == "map" or macro == "transformList":
             return self._set(node, t.list_of(last))

@@ -799,6 +799,31 @@ def _opt_map(flat: bool) -> ComprehensionBuilder:
     return build
 
 
+def _sort_by(rng: Evaluator, k1: str, k2: str | None, args: list[Evaluator], pos: int) -> Evaluator:
+    (key_fn,) = args
+
+    def sort_by(a: dict[str, Any]) -> list[Any]:
+        from mkpolicy.cel.library.lists import sort_indexes
+
+        budget: Budget = a[BUDGET_KEY]
+        items = rng(a)
+        if type(items) is not list:
+            raise EvalError(f"sortBy() needs a list, got {type_name(items)}", pos)
+        keys = []
+        for item in items:
+            budget.charge(1)
+            a[k1] = item
+            keys.append(key_fn(a))
+        budget.charge(len(items) * max(1, len(items).bit_length()))
+        try:
+            order = sort_indexes("sortBy", keys)
+        except EvalError as exc:
+            raise _stamp(exc, pos) from None
+        return [items[i] for i in order]
+
+    return sort_by
+
+
 def _bind(rng: Evaluator, k1: str, k2: str | None, args: list[Evaluator], pos: int) -> Evaluator:
     (body,) = args
 
@@ -820,5 +845,6 @@ _COMPREHENSIONS: dict[str, ComprehensionBuilder] = {
     "transformMapEntry": _transform("transformMapEntry"),
     "optMap": _opt_map(False),
     "optFlatMap": _opt_map(True),
+    "sortBy": _sort_by,
     "bind": _bind,
 }

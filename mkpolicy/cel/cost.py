@@ -158,6 +158,8 @@ _COMPREHENSION_STEP: dict[str, int] = {
     # cel.@mapInsert(__result__, k, t)
     "transformMap": 3,
     "transformMapEntry": 2,
+    # key evaluation; the sort itself is charged n*log(n) at run time
+    "sortBy": 12,
 }
 _COMPREHENSION_FIXED: dict[str, int] = {
     # accumulator initialisation + the result expression
@@ -169,6 +171,7 @@ _COMPREHENSION_FIXED: dict[str, int] = {
     "filter": 11,
     "transformMap": 31,
     "transformMapEntry": 31,
+    "sortBy": 11,
 }
 
 

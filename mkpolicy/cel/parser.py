@@ -447,7 +447,7 @@ class _ToAst(Transformer_NonRecursive[Any, Any]):
         if name == "map" and n in (2, 3) and isinstance(args[0], ast.Ident):
             var = self._macro_var(args[0], name)
             return ast.Comprehension(pos, "map", target, var, None, list(args[1:]))
-        if name in ("optMap", "optFlatMap") and n == 2 and isinstance(args[0], ast.Ident):
+        if name in ("optMap", "optFlatMap", "sortBy") and n == 2 and isinstance(args[0], ast.Ident):
             var = self._macro_var(args[0], name)
             return ast.Comprehension(pos, name, target, var, None, [args[1]])
         if name in _MACROS_TWO_VAR and isinstance(args[0], ast.Ident) and n >= 3 and isinstance(args[1], ast.Ident):

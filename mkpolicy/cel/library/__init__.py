@@ -9,6 +9,7 @@ types. ``arities`` lets the compiler reject wrong argument counts before evaluat
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -62,6 +63,12 @@ class Library:
         """Every registered function."""
         return list(self._functions.values())
 
+    def extend(self, name: str, receiver: bool, signatures: Sequence[str]) -> None:
+        """Add overload signatures to the registered function ``name`` (its impl dispatches)."""
+        fn = self._functions[(name, receiver)]
+        extra = tuple(Signature(s) for s in signatures)
+        self._functions[(name, receiver)] = dataclasses.replace(fn, signatures=fn.signatures + extra)
+
     def copy(self) -> Library:
         """An independent copy to add functions to."""
         clone = Library()
@@ -112,13 +119,18 @@ def load_standard() -> Library:
     """Import every library module (they register on import) and return the registry."""
     from mkpolicy.cel.library import (  # noqa: F401
         core,
+        format,
         kubernetes,
+        lists,
         math,
         network,
         optional,
+        quantity,
         regex,
+        semver,
         strings,
         time,
+        urls,
     )
 
     return STANDARD

@@ -59,7 +59,7 @@ def least(*args: Any) -> Any:
 def _double(name: str, value: Any) -> float:
     if type(value) is not float:
         raise no_overload(name, value)
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 @function("math.ceil", signatures=["(double) -> double"])
