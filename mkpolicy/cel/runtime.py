@@ -86,6 +86,11 @@ class Budget:
         if self.remaining < 0:
             raise EvalError(f"operation cancelled: actual cost limit exceeded (limit {self.limit})", cost=True)
 
+    @property
+    def used(self) -> int:
+        """Cost spent so far."""
+        return self.limit - self.remaining
+
 
 # -- types ---------------------------------------------------------------------------
 
