@@ -68,10 +68,11 @@ def check_variables(ctx: PolicyContext) -> None:
     if dynamic:
         return
     compiled_paths = {c.site.path for c in ctx.compiled}
-    # Expressions that did not compile may use any variable whose name they mention.
-    failed_texts = [site.text for site in sites(ctx.policy) if site.path not in compiled_paths]
+    failed = [site for site in sites(ctx.policy) if site.path not in compiled_paths]
     for name, index in declared.items():
-        if name in used or any(name in text for text in failed_texts):
+        # Expressions that did not compile may use any variable whose name they mention;
+        # a variable that does not compile already has its finding.
+        if name in used or any(name in site.text or site.name == name for site in failed):
             continue
         ctx.report(
             "MKP207",
