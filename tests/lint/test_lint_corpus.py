@@ -137,7 +137,7 @@ def test_findings_point_at_the_offending_token(
     corpus_findings: list[dict[str, Any]], rule: str, file: str, token: str
 ) -> None:
     finding = next(f for f in corpus_findings if f["rule"] == rule and f["file"] == f"corpus/{file}")
-    lines = (HERE / "corpus" / file).read_text().splitlines() + [""]
+    lines = [*(HERE / "corpus" / file).read_text().splitlines(), ""]
     at = lines[finding["line"] - 1][finding["column"] - 1 :]
     assert at.startswith(token), f"{rule} points at {at!r}, expected {token!r}"
 
