@@ -26,6 +26,8 @@ class Protected:
     tokens: tuple[str, ...]
     keep: bool
     reason: str
+    #: the field is always there, so removing or replacing a parent loses it
+    present: bool = True
 
     @property
     def pointer(self) -> str:
@@ -48,6 +50,7 @@ def creation_protected(ctx: PolicyContext) -> list[Protected]:
         Protected(("status",), False, "a worker copy is created without status"),
     ]
     identifier = ctx.policy.spec.creation.workload_identifier
+    # Where the prebuilt-workload name may be; only 'annotation' mode says where it always is.
     places = {"context": ("annotations", "labels"), "annotation": ("annotations",), "label": ("labels", "annotations")}
     for place in places.get(identifier, ()):
         out.append(
@@ -55,6 +58,7 @@ def creation_protected(ctx: PolicyContext) -> list[Protected]:
                 ("metadata", place, PREBUILT_WORKLOAD_KEY),
                 True,
                 f"the prebuilt-workload name ({PREBUILT_WORKLOAD_KEY}) ties the copy to its Workload",
+                present=identifier == "annotation",
             )
         )
     for key in FORBIDDEN_METADATA:
@@ -186,7 +190,7 @@ def _write_problem(op: PatchOp, role: str, template: PathTemplate, protected: li
                 return f"{verb} sets {item.pointer}: {item.reason}"
             continue
         ancestor = literal and item.tokens[: len(tokens)] == tokens
-        if not ancestor:
+        if not ancestor or (item.keep and not item.present):
             continue
         if removes and item.keep:
             return f"{verb} removes {item.pointer} with it: {item.reason}"
