@@ -286,7 +286,7 @@ def _fields(node: Node, prefix: tuple[Segment, ...]) -> Iterator[FieldWrite]:
 
 def _nested(value: Node) -> bool:
     if isinstance(value, StructLit):
-        return value.type_name.lstrip(".").startswith("Object.")
+        return value.type_name.lstrip(".").startswith("Object.") and bool(value.entries)
     return isinstance(value, MapLit) and bool(value.entries)
 
 
