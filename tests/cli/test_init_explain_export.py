@@ -163,8 +163,7 @@ def test_explain_shows_expressions_that_do_not_compile(
     assert "      does not compile: cel.yaml:18:42: variable 'broken': syntax error: unexpected '*'" in out
     assert (
         "      reads:  object.spec.replicas (presence), object.spec.replica, variables.owner,\n"
-        "              object.spec.replicas\n"
-        in out
+        "              object.spec.replicas\n" in out
     )
     assert run(capsys, "explain", "documents.yaml")[0] == 1
     assert run(capsys, "explain", "nowhere.yaml")[0] == 2
