@@ -34,7 +34,7 @@ def lint(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
 def test_corpus_report(capsys: pytest.CaptureFixture[str], snapshot: SnapshotAssertion, fmt: str) -> None:
     code, out, err = lint(capsys, "--format", fmt, *CORPUS)
     assert code == 1
-    assert err == "32 errors, 13 warnings in 11 files (12 policies); 2 suppressed\n"
+    assert err == "32 errors, 14 warnings in 11 files (12 policies); 2 suppressed\n"
     assert out == snapshot
 
 
@@ -112,6 +112,7 @@ POSITIONS = [
     ("MKP209", "cel.yaml", "workerObject.status.phase"),
     ("MKP210", "cel.yaml", "params.suffix"),
     ("MKP211", "cel.yaml", "replicas) &&"),
+    ("MKP212", "cel.yaml", "replicas}}]"),
     ("MKP301", "managedby.yaml", "/spec/controller"),
     ("MKP302", "managedby.yaml", "/spec/owner"),
     ("MKP402", "kueue-compat.yaml", "null"),

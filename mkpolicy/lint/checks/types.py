@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from mkpolicy.cel import PER_CALL_LIMIT, estimate_cost, typecheck
+from mkpolicy.cel import PER_CALL_LIMIT, CelTypeError, estimate_cost, typecheck
+from mkpolicy.cel.checker import check, schema_variables
 from mkpolicy.cel.ast import Select
 from mkpolicy.lint.celpaths import accesses
 from mkpolicy.lint.checks.context import Compiled, PolicyContext
@@ -21,12 +22,28 @@ def _schemas(ctx: PolicyContext) -> dict[str, Schema | None]:
 
 
 def check_types(ctx: PolicyContext) -> None:
-    """MKP204: type errors, with objects typed by the schema when ``spec.schema`` is set."""
+    """MKP204: type errors, with objects typed by the schema when ``spec.schema`` is set;
+    MKP212: literals mixing types (an error only under Kubernetes' homogeneous-literal rule).
+
+    The expression is checked twice: as Kubernetes checks it (homogeneous literals) and
+    with literals joining to ``dyn``; errors of the second check are MKP204, errors only
+    the first check finds are MKP212.
+    """
     schemas = _schemas(ctx)
+    variables = schema_variables(schemas)
     for compiled in ctx.compiled:
         site = compiled.site
-        for error in typecheck(compiled.expression.program, schemas):
-            ctx.report("MKP204", f"{site.where}: {error.message}", site.locate(error.offset))
+        program = compiled.expression.program
+        loose = check(program, variables, homogeneous_literals=False, object_schema=schemas.get("object")).errors
+        hard = {(e.offset, e.message) for e in loose}
+        strict = typecheck(program, schemas)
+        for error in sorted({(e.offset or 0, e.message): e for e in [*strict, *loose]}.values(), key=_order):
+            rule_id = "MKP204" if (error.offset, error.message) in hard else "MKP212"
+            ctx.report(rule_id, f"{site.where}: {error.message}", site.locate(error.offset))
+
+
+def _order(error: CelTypeError) -> tuple[int, str]:
+    return (error.offset or 0, error.message)
 
 
 def check_cost(ctx: PolicyContext) -> None:
