@@ -61,7 +61,7 @@ _CATALOG = [
     Rule("MKP209", "worker-object-in-creation", "warning", "workerObject is always null during creation."),
     Rule("MKP210", "params-unset", "warning", "An expression reads params, but spec.params is not set."),
     Rule("MKP211", "has-required-field", "warning", "has() on a field the schema requires is never false."),
-    Rule("MKP212", "mixed-literal", "warning", "A list or map literal mixes types, which Kubernetes' type check flags."),
+    Rule("MKP212", "mixed-literal", "warning", "A list or map literal mixes types; Kubernetes' type check flags it."),
     # -- managedBy ----------------------------------------------------------------------
     Rule("MKP301", "managed-by-not-in-schema", "error", "managedBy.path names a field the schema does not have."),
     Rule("MKP302", "managed-by-not-string", "error", "managedBy.path names a field that is not a string."),

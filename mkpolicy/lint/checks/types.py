@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from mkpolicy.cel import PER_CALL_LIMIT, CelTypeError, estimate_cost, typecheck
-from mkpolicy.cel.checker import check, schema_variables
 from mkpolicy.cel.ast import Select
+from mkpolicy.cel.checker import check, schema_variables
 from mkpolicy.lint.celpaths import accesses
 from mkpolicy.lint.checks.context import Compiled, PolicyContext
 from mkpolicy.structural import Schema, is_absent
