@@ -119,8 +119,6 @@ def may_hold_policies(text: str) -> bool:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
         for node in yaml.compose_all(text, Loader=loader):
-            if node is None:
-                continue
             if not isinstance(node, yaml.MappingNode):
                 return True
             header = {
