@@ -50,3 +50,20 @@ def test_documented_github_actions_job() -> None:
     upload = next(s for s in steps if str(s.get("uses", "")).startswith("github/codeql-action/upload-sarif"))
     assert upload["with"]["sarif_file"] == "mkpolicy.sarif"
     assert workflow["permissions"]["security-events"] == "write"
+
+
+def test_help_imports_nothing_heavy() -> None:
+    """``mkpolicy --help`` stays fast: building the parser imports no subcommand's work."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from mkpolicy.cli.main import build_parser\n"
+        "build_parser().format_help()\n"
+        "heavy = ('pydantic', 'lark', 'ruamel', 'yaml', 'celpy', 'jsonschema', 'kubernetes', 'aiohttp')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy\n"
+        "      or m.startswith(('mkpolicy.engine', 'mkpolicy.lint', 'mkpolicy.policy', 'mkpolicy.cel'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out == "[]\n"
