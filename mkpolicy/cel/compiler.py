@@ -19,6 +19,8 @@ from mkpolicy.cel import ast
 from mkpolicy.cel.cost import comprehension_step_cost
 from mkpolicy.cel.environment import Environment
 from mkpolicy.cel.errors import CelCompileError, EvalError, no_overload
+from mkpolicy.cel.library.regex import compile_regex
+from mkpolicy.cel.library.time import parse_duration, parse_timestamp
 from mkpolicy.cel.runtime import (
     ARITHMETIC,
     Budget,
@@ -198,6 +200,7 @@ class Compiler:
             raise self.error(f"undeclared reference to function '{name}'", pos)
         if len(arg_nodes) not in fn.arities:
             raise self.error(_arity_message(name, fn.arities, len(arg_nodes)), pos)
+        self._validate_literals(name, arg_nodes)
         args = [self.compile(n) for n in arg_nodes]
         return _call(fn.impl, args, pos, fn.cost, fn.needs_budget)
 
@@ -215,8 +218,24 @@ class Compiler:
         if len(node.args) not in fn.arities:
             raise self.error(_arity_message(name, fn.arities, len(node.args)), node.pos)
         assert node.target is not None
+        self._validate_literals(name, [node.target, *node.args])
         args = [self.compile(node.target)] + [self.compile(n) for n in node.args]
         return _call(fn.impl, args, node.pos, fn.cost, fn.needs_budget)
+
+    def _validate_literals(self, name: str, operands: list[ast.Node]) -> None:
+        """Reject constant arguments that can never work, as Kubernetes' validators do:
+        regular expressions, ``duration('...')`` and ``timestamp('...')`` literals."""
+        literal = [n.value if isinstance(n, ast.Literal) and type(n.value) is str else None for n in operands]
+        try:
+            if name in ("matches", "find", "findAll") and len(literal) >= 2 and literal[1] is not None:
+                compile_regex(literal[1])
+            elif name == "duration" and len(literal) == 1 and literal[0] is not None:
+                parse_duration(literal[0])
+            elif name == "timestamp" and len(literal) == 1 and literal[0] is not None:
+                parse_timestamp(literal[0])
+        except EvalError as exc:
+            arg = operands[1] if name in ("matches", "find", "findAll") else operands[0]
+            raise self.error(exc.message, arg.pos) from None
 
     # -- operators ----------------------------------------------------------------------
     def _logical(self, node: ast.Call) -> Evaluator:

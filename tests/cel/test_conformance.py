@@ -159,8 +159,8 @@ def _library(case: Case) -> Library:
     return load_library(extras=extras, declarations=functions)
 
 
-def run_case(case: Case) -> tuple[bool, str]:
-    """Run one case; returns (passed, explanation)."""
+def run_case(case: Case, backend: str = "codegen") -> tuple[bool, str]:
+    """Run one case with one evaluator backend; returns (passed, explanation)."""
     record = case.record
     expect = record["expect"]
     variables: dict[str, Type] = {}
@@ -177,7 +177,7 @@ def run_case(case: Case) -> tuple[bool, str]:
     )
     expects_error = "error" in expect
     try:
-        program = Program(record["expr"], env)
+        program = Program(record["expr"], env, backend=backend)
         checked = None
         if not record.get("disable_check"):
             checked = check(program, variables, homogeneous_literals=False)
@@ -224,8 +224,9 @@ KNOWN_FAILURES: dict[str, str] = {
 
 
 @pytest.mark.skipif(not SUITE.is_dir(), reason=f"conformance suite not found at {SUITE}")
-def test_conformance_pass_rate() -> None:
-    results = {case.id: run_case(case) for case in CASES}
+@pytest.mark.parametrize("backend", ["codegen", "closures"])
+def test_conformance_pass_rate(backend: str) -> None:
+    results = {case.id: run_case(case, backend) for case in CASES}
     failed = {cid: why for cid, (ok, why) in results.items() if not ok}
     rate = 1 - len(failed) / len(results)
     per_file = Counter(cid.split("/")[0] for cid in failed)

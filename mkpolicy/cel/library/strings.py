@@ -23,17 +23,19 @@ _CHARGE_FACTOR = 0.1
 
 
 def _traversal(value: Any) -> int:
-    return math.ceil(len(value) * _CHARGE_FACTOR) if type(value) in (str, bytes) else 1
+    """ceil(0.1 * len(value)) for strings and bytes, else 1."""
+    t = type(value)
+    return (len(value) + 9) // 10 if t is str or t is bytes else 1
 
 
 def _cost_target(result: Any, target: Any, *args: Any) -> int:
     """Kubernetes: one traversal of the receiver (0.1 per character)."""
-    return max(1, _traversal(target))
+    return (len(target) + 9) // 10 or 1 if type(target) is str else 1
 
 
 def _cost_target_twice(result: Any, target: Any, *args: Any) -> int:
     """Kubernetes: traversal plus construction of the result (0.2 per character)."""
-    return max(1, math.ceil(len(target) * 2 * _CHARGE_FACTOR) if type(target) is str else 1)
+    return (len(target) + 4) // 5 or 1 if type(target) is str else 1
 
 
 def _int_arg(function_name: str, *values: Any) -> None:
@@ -123,14 +125,14 @@ _UPPER = {i + 32: i for i in range(ord("A"), ord("Z") + 1)}
 def lower_ascii(s: Any) -> str:
     if type(s) is not str:
         raise no_overload("lowerAscii", s)
-    return s.translate(_LOWER)
+    return s.lower() if s.isascii() else s.translate(_LOWER)
 
 
 @function("upperAscii", signatures=["(string) -> string"], receiver=True, cost=_cost_target)
 def upper_ascii(s: Any) -> str:
     if type(s) is not str:
         raise no_overload("upperAscii", s)
-    return s.translate(_UPPER)
+    return s.upper() if s.isascii() else s.translate(_UPPER)
 
 
 def _replace_cost(result: Any, target: Any, *args: Any) -> int:
@@ -150,12 +152,14 @@ def replace(budget: Any, s: Any, old: Any, new: Any, n: Any = -1) -> str:
         raise no_overload("replace", s, old, new, *(() if n == -1 else (n,)))
     # Charge for the result before building it: an empty ``old`` inserts ``new``
     # between every character.
-    if old == "":
-        count = len(s) + 1 if n < 0 else min(n, len(s) + 1)
+    if len(new) <= len(old):
+        size = len(s)
+    elif old == "":
+        size = len(s) + (len(s) + 1 if n < 0 else min(n, len(s) + 1)) * len(new)
     else:
         count = s.count(old) if n < 0 else min(n, s.count(old))
-    size = len(s) + count * (len(new) - len(old))
-    budget.charge(max(1, math.ceil((len(s) + size) * _CHARGE_FACTOR)))
+        size = len(s) + count * (len(new) - len(old))
+    budget.charge((len(s) + size + 9) // 10 or 1)
     if n == 0:
         return s
     if old == "":
