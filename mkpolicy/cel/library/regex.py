@@ -98,15 +98,22 @@ def _matches(s: Any, pattern: Any) -> bool:
     return search(pattern, s)
 
 
-function("matches", signatures=["(string, string) -> bool"], cost=regex_cost)(_matches)
-function("matches", signatures=["(string, string) -> bool"], receiver=True, cost=regex_cost)(_matches)
+def _matches_charged(budget: Any, s: Any, pattern: Any) -> bool:
+    # Charged before matching: the cost bounds the work, it must not follow it.
+    budget.charge(regex_cost(None, s, pattern))
+    return _matches(s, pattern)
 
 
-@function("find", signatures=["(string, string) -> string"], receiver=True, cost=regex_cost)
-def find(s: Any, pattern: Any) -> str:
+function("matches", signatures=["(string, string) -> bool"], needs_budget=True)(_matches_charged)
+function("matches", signatures=["(string, string) -> bool"], receiver=True, needs_budget=True)(_matches_charged)
+
+
+@function("find", signatures=["(string, string) -> string"], receiver=True, needs_budget=True)
+def find(budget: Any, s: Any, pattern: Any) -> str:
     """The first match of ``pattern`` in ``s``, or ""."""
     if type(s) is not str or type(pattern) is not str:
         raise no_overload("find", s, pattern)
+    budget.charge(regex_cost(None, s, pattern))
     m = compile_regex(pattern).search(s)
     return m.group(0) if m is not None else ""
 
@@ -115,12 +122,13 @@ def find(s: Any, pattern: Any) -> str:
     "findAll",
     signatures=["(string, string) -> list(string)", "(string, string, int) -> list(string)"],
     receiver=True,
-    cost=regex_cost,
+    needs_budget=True,
 )
-def find_all(s: Any, pattern: Any, limit: Any = -1) -> list[str]:
+def find_all(budget: Any, s: Any, pattern: Any, limit: Any = -1) -> list[str]:
     """All non-overlapping matches (at most ``limit`` when it is not negative)."""
     if type(s) is not str or type(pattern) is not str or type(limit) is not int:
         raise no_overload("findAll", s, pattern, *(() if limit == -1 else (limit,)))
+    budget.charge(regex_cost(None, s, pattern))
     if limit == 0:
         return []
     out: list[str] = []

@@ -232,22 +232,22 @@ def trim(s: Any) -> str:
     return s.strip(_GO_SPACE)
 
 
-def _join_cost(result: Any, *args: Any) -> int:
-    return max(1, math.ceil(len(result) * 2 * _CHARGE_FACTOR)) if type(result) is str else 1
-
-
 @function(
     "join",
     signatures=["(list(string)) -> string", "(list(string), string) -> string"],
     receiver=True,
-    cost=_join_cost,
+    needs_budget=True,
 )
-def join(items: Any, sep: Any = "") -> str:
+def join(budget: Any, items: Any, sep: Any = "") -> str:
     if type(items) is not list or type(sep) is not str:
         raise no_overload("join", items, sep)
+    size = len(sep) * max(len(items) - 1, 0)
     for item in items:
         if type(item) is not str:
             raise EvalError(f"join: list element is a {type_name(item)}, not a string")
+        size += len(item)
+    # Kubernetes: 0.2 per character of the result, charged before it is built.
+    budget.charge((size + 4) // 5 or 1)
     return sep.join(items)
 
 
