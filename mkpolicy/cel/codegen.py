@@ -788,11 +788,11 @@ class CodeGenerator:
         self.emit(f"{it} = _iter1({rng}, {node.pos})" if v2 is None else f"{it} = _iter2({rng}, {node.pos})")
         if upfront:
             self.emit(f"b.remaining -= len({rng}) * {step}")
-            self.emit("if b.remaining < 0: b.charge(0)")
+            self.emit(f"if b.remaining < 0: b.charge(0, {node.pos})")
         self.emit(f"for {v1} in {it}:" if v2 is None else f"for {v1}, {v2} in {it}:")
         if not upfront:
             self.emit(f"    b.remaining -= {step}")
-            self.emit("    if b.remaining < 0: b.charge(0)")
+            self.emit(f"    if b.remaining < 0: b.charge(0, {node.pos})")
 
     def _quantifier(self, node: ast.Comprehension, rng: str, v1: str, v2: str | None) -> str:
         decisive = "True" if node.macro == "exists" else "False"

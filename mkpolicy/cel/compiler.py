@@ -692,7 +692,7 @@ def _quantifier(macro: str) -> ComprehensionBuilder:
             budget: Budget = a[BUDGET_KEY]
             first_error: EvalError | None = None
             for item in _iteration(rng(a), two, pos):
-                budget.charge(step)
+                budget.charge(step, pos)
                 if two:
                     a[k1], a[k2] = item  # type: ignore[index]
                 else:
@@ -724,7 +724,7 @@ def _exists_one(rng: Evaluator, k1: str, k2: str | None, args: list[Evaluator], 
         budget: Budget = a[BUDGET_KEY]
         count = 0
         for item in _iteration(rng(a), two, pos):
-            budget.charge(step)
+            budget.charge(step, pos)
             if two:
                 a[k1], a[k2] = item  # type: ignore[index]
             else:
@@ -744,7 +744,7 @@ def _map(rng: Evaluator, k1: str, k2: str | None, args: list[Evaluator], pos: in
         budget: Budget = a[BUDGET_KEY]
         out = []
         for item in _iteration(rng(a), False, pos):
-            budget.charge(step)
+            budget.charge(step, pos)
             a[k1] = item
             if keep is not None and not _bool_result(keep(a), "map", pos):
                 continue
@@ -761,7 +761,7 @@ def _filter(rng: Evaluator, k1: str, k2: str | None, args: list[Evaluator], pos:
         budget: Budget = a[BUDGET_KEY]
         out = []
         for item in _iteration(rng(a), False, pos):
-            budget.charge(step)
+            budget.charge(step, pos)
             a[k1] = item
             if _bool_result(pred(a), "filter", pos):
                 out.append(item)
@@ -781,7 +781,7 @@ def _transform(kind: str) -> ComprehensionBuilder:
             out_list: list[Any] = []
             out_map: dict[Any, Any] = {}
             for first, second in _iteration(source, True, pos):
-                budget.charge(step)
+                budget.charge(step, pos)
                 a[k1] = first
                 a[k2] = second  # type: ignore[index]
                 if keep is not None and not _bool_result(keep(a), kind, pos):
@@ -841,10 +841,10 @@ def _sort_by(rng: Evaluator, k1: str, k2: str | None, args: list[Evaluator], pos
             raise EvalError(f"sortBy() needs a list, got {type_name(items)}", pos)
         keys = []
         for item in items:
-            budget.charge(step)
+            budget.charge(step, pos)
             a[k1] = item
             keys.append(key_fn(a))
-        budget.charge(len(items) * max(1, len(items).bit_length()))
+        budget.charge(len(items) * max(1, len(items).bit_length()), pos)
         try:
             order = sort_indexes("sortBy", keys)
         except EvalError as exc:

@@ -80,13 +80,13 @@ class Program:
                             raise EvalError(_overrun(cost_limit), 0, cost=True)
                         return generated(bindings, None)
                     budget = Budget(cost_limit)
-                budget.charge(self.fixed_cost)
+                budget.charge(self.fixed_cost, 0)
                 return generated(bindings, budget)
             if budget is None:
                 budget = Budget(cost_limit)
             activation = dict(bindings)
             activation[BUDGET_KEY] = budget
-            budget.charge(self.fixed_cost)
+            budget.charge(self.fixed_cost, 0)
             return self._fn(activation)
         except EvalError as exc:
             cls = CelCostError if exc.cost else CelEvalError
