@@ -142,7 +142,7 @@ def _arith(function: str, x: Any, y: Any, pos: int, b: Budget) -> Any:
         result = impl(x, y)
         tr = type(result)
         if (tr is str or tr is bytes or tr is list) and len(result) >= _LARGE:
-            b.charge(len(result) // 10)
+            b.charge(len(result) // 10, pos)
     except EvalError as exc:
         raise _stamp(exc, pos) from None
     return result
@@ -177,7 +177,7 @@ def _unary(function: str, x: Any, pos: int) -> Any:
 def _in(item: Any, c: Any, pos: int, b: Budget) -> bool:
     try:
         if type(c) is list and len(c) >= _LONG_LIST:
-            b.charge(len(c))
+            b.charge_call(len(c))
         return contains(c, item)
     except EvalError as exc:
         raise _stamp(exc, pos) from None
@@ -537,13 +537,21 @@ class CodeGenerator:
             raise _Fallback
         values = [self.local(arg) for arg in args]
         impl_fn = fn.impl
+        needs_budget = fn.needs_budget
+        out = self.tmp()
         if fn.name == "matches" and isinstance(args[-1], ast.Literal) and type(args[-1].value) is str:
-            impl_fn = matcher(args[-1].value)
+            # A constant pattern: compiled once, its cost factor folded in, charged first.
+            impl_fn, needs_budget = matcher(args[-1].value), False
+            factor = (len(args[-1].value) + 3) // 4
+            text = values[0]
+            self.uses_budget = True
+            self.emit(
+                f"b.charge_call(((len({text}) + 10) // 10 * {factor} or 1) if type({text}) is str else 1, {node.pos})"
+            )
         impl = self.const(impl_fn)
-        if fn.needs_budget or fn.cost is not None:
+        if needs_budget or fn.cost is not None:
             self.uses_budget = True
         call_args = ", ".join(values)
-        out = self.tmp()
         self.emit("try:")
         if fn.receiver and fn.name in _OPTIONAL_INLINE and len(values) == _OPTIONAL_INLINE[fn.name][0]:
             o = values[0]
@@ -554,17 +562,12 @@ class CodeGenerator:
             self.emit(
                 f"    {out} = len({v}) if (type({v}) is list or type({v}) is str or type({v}) is dict) else {impl}({v})"
             )
-        elif fn.needs_budget:
+        elif needs_budget:
             self.emit(f"    {out} = {impl}(b{', ' if values else ''}{call_args})")
         else:
             self.emit(f"    {out} = {impl}({call_args})")
-        if fn.name == "matches" and impl_fn is not fn.impl:
-            # regex_cost with the constant pattern's factor folded in.
-            factor = (len(str(getattr(args[-1], "value", ""))) + 3) // 4
-            text = values[0]
-            self.emit(f"    b.charge(((len({text}) + 10) // 10 * {factor} or 1) if type({text}) is str else 1)")
-        elif fn.cost is not None:
-            self.emit(f"    b.charge({self.const(fn.cost)}({out}{', ' if values else ''}{call_args}))")
+        if fn.cost is not None:
+            self.emit(f"    b.charge_call({self.const(fn.cost)}({out}{', ' if values else ''}{call_args}))")
         self.emit("except EvalError as e:")
         self.emit(f"    raise _stamp(e, {node.pos}) from None")
         return out
@@ -666,7 +669,7 @@ class CodeGenerator:
             if fname == "_+_":
                 self.emit(f"elif type({x}) is str and type({y}) is str:")
                 self.emit(f"    {out} = {x} + {y}")
-                self.emit(f"    if len({out}) >= {_LARGE}: b.charge(len({out}) // 10)")
+                self.emit(f"    if len({out}) >= {_LARGE}: b.charge(len({out}) // 10, {node.pos})")
             self.emit("else:")
             self.emit(f"    {out} = _arith({fname!r}, {x}, {y}, {node.pos}, b)")
             return out

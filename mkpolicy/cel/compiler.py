@@ -348,7 +348,7 @@ class Compiler:
                 # cel-go charges 0.1 per character of a concatenation; lists are
                 # charged the same way here because Python copies them.
                 try:
-                    a[BUDGET_KEY].charge(len(result) // 10)
+                    a[BUDGET_KEY].charge(len(result) // 10, pos)
                 except EvalError as exc:
                     raise _stamp(exc, pos) from None
             return result
@@ -363,7 +363,7 @@ class Compiler:
             try:
                 c = container(a)
                 if type(c) is list and len(c) >= _LONG_LIST:
-                    a[BUDGET_KEY].charge(len(c))
+                    a[BUDGET_KEY].charge_call(len(c))
                 return contains(c, item(a))
             except EvalError as exc:
                 raise _stamp(exc, pos) from None
@@ -580,7 +580,7 @@ def _call(
             values = [f(a) for f in args]
             try:
                 result = impl(*values)
-                a[BUDGET_KEY].charge(cost(result, *values))
+                a[BUDGET_KEY].charge_call(cost(result, *values))
             except EvalError as exc:
                 raise _stamp(exc, pos) from None
             return result
@@ -743,8 +743,11 @@ def _map(rng: Evaluator, k1: str, k2: str | None, args: list[Evaluator], pos: in
     def map_(a: dict[str, Any]) -> list[Any]:
         budget: Budget = a[BUDGET_KEY]
         out = []
-        for item in _iteration(rng(a), False, pos):
-            budget.charge(step, pos)
+        source = rng(a)
+        items = _iteration(source, False, pos)
+        # No early exit: all iterations are charged before the first one runs.
+        budget.charge(len(source) * step, pos)
+        for item in items:
             a[k1] = item
             if keep is not None and not _bool_result(keep(a), "map", pos):
                 continue
@@ -760,8 +763,10 @@ def _filter(rng: Evaluator, k1: str, k2: str | None, args: list[Evaluator], pos:
     def filter_(a: dict[str, Any]) -> list[Any]:
         budget: Budget = a[BUDGET_KEY]
         out = []
-        for item in _iteration(rng(a), False, pos):
-            budget.charge(step, pos)
+        source = rng(a)
+        items = _iteration(source, False, pos)
+        budget.charge(len(source) * step, pos)
+        for item in items:
             a[k1] = item
             if _bool_result(pred(a), "filter", pos):
                 out.append(item)
@@ -780,8 +785,9 @@ def _transform(kind: str) -> ComprehensionBuilder:
             source = rng(a)
             out_list: list[Any] = []
             out_map: dict[Any, Any] = {}
-            for first, second in _iteration(source, True, pos):
-                budget.charge(step, pos)
+            pairs = _iteration(source, True, pos)
+            budget.charge(len(source) * step, pos)
+            for first, second in pairs:
                 a[k1] = first
                 a[k2] = second  # type: ignore[index]
                 if keep is not None and not _bool_result(keep(a), kind, pos):

@@ -86,6 +86,12 @@ class Budget:
         if self.remaining < 0:
             raise EvalError(f"operation cancelled: actual cost limit exceeded (limit {self.limit})", pos, cost=True)
 
+    def charge_call(self, cost: int, pos: int | None = None) -> None:
+        """Charge a function call whose cel-go cost is ``cost``: the evaluator already
+        charged 1 for the call (its fixed cost), so this spends ``cost - 1``."""
+        if cost > 1:
+            self.charge(cost - 1, pos)
+
     @property
     def used(self) -> int:
         """Cost spent so far."""

@@ -123,7 +123,7 @@ def flatten(value: Any, depth: Any = 1) -> list[Any]:
 def distinct(budget: Any, value: Any) -> list[Any]:
     items = _list("distinct", value)
     # Quadratic (CEL equality has no hash): charged before the work.
-    budget.charge(len(items) * len(items) or 1)
+    budget.charge_call(len(items) * len(items) or 1)
     out: list[Any] = []
     for item in items:
         if not any(cel_equal(item, seen) for seen in out):
@@ -164,7 +164,7 @@ def _cmp(name: str, a: Any, b: Any) -> int:
 @function("sort", signatures=[f"(list({t})) -> list({t})" for t in _COMPARABLE], receiver=True, needs_budget=True)
 def sort(budget: Any, value: Any) -> list[Any]:
     items = _list("sort", value)
-    budget.charge(_sort_cost(items))
+    budget.charge_call(_sort_cost(items))
     return sort_values("sort", items)
 
 
@@ -197,7 +197,7 @@ def _sets(name: str, budget: Any, a: Any, b: Any, factor: int) -> None:
     """Check the arguments and charge cel-go's cost (the product of the sizes) first."""
     if type(a) is not list or type(b) is not list:
         raise no_overload(name, a, b)
-    budget.charge(1 + len(a) * len(b) * factor)
+    budget.charge_call(1 + len(a) * len(b) * factor)
 
 
 def _contains_all(a: list[Any], b: list[Any]) -> bool:

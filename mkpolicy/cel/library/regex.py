@@ -100,7 +100,7 @@ def _matches(s: Any, pattern: Any) -> bool:
 
 def _matches_charged(budget: Any, s: Any, pattern: Any) -> bool:
     # Charged before matching: the cost bounds the work, it must not follow it.
-    budget.charge(regex_cost(None, s, pattern))
+    budget.charge_call(regex_cost(None, s, pattern))
     return _matches(s, pattern)
 
 
@@ -113,7 +113,7 @@ def find(budget: Any, s: Any, pattern: Any) -> str:
     """The first match of ``pattern`` in ``s``, or ""."""
     if type(s) is not str or type(pattern) is not str:
         raise no_overload("find", s, pattern)
-    budget.charge(regex_cost(None, s, pattern))
+    budget.charge_call(regex_cost(None, s, pattern))
     m = compile_regex(pattern).search(s)
     return m.group(0) if m is not None else ""
 
@@ -128,7 +128,7 @@ def find_all(budget: Any, s: Any, pattern: Any, limit: Any = -1) -> list[str]:
     """All non-overlapping matches (at most ``limit`` when it is not negative)."""
     if type(s) is not str or type(pattern) is not str or type(limit) is not int:
         raise no_overload("findAll", s, pattern, *(() if limit == -1 else (limit,)))
-    budget.charge(regex_cost(None, s, pattern))
+    budget.charge_call(regex_cost(None, s, pattern))
     if limit == 0:
         return []
     out: list[str] = []

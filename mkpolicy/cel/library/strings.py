@@ -159,7 +159,7 @@ def replace(budget: Any, s: Any, old: Any, new: Any, n: Any = -1) -> str:
     else:
         count = s.count(old) if n < 0 else min(n, s.count(old))
         size = len(s) + count * (len(new) - len(old))
-    budget.charge((len(s) + size + 9) // 10 or 1)
+    budget.charge_call((len(s) + size + 9) // 10 or 1)
     if n == 0:
         return s
     if old == "":
@@ -247,7 +247,7 @@ def join(budget: Any, items: Any, sep: Any = "") -> str:
             raise EvalError(f"join: list element is a {type_name(item)}, not a string")
         size += len(item)
     # Kubernetes: 0.2 per character of the result, charged before it is built.
-    budget.charge((size + 4) // 5 or 1)
+    budget.charge_call((size + 4) // 5 or 1)
     return sep.join(items)
 
 
@@ -402,15 +402,16 @@ def _format_hex(value: Any, upper: bool) -> str:
 MAX_PRECISION = 64
 
 
-def _format_cost(result: Any, target: Any, args: Any) -> int:
-    return max(1, _traversal(target) + (_traversal(result) if type(result) is str else 0))
+@function("format", signatures=["(string, list(dyn)) -> string"], receiver=True, needs_budget=True)
+def format_(budget: Any, template: Any, args: Any) -> str:
+    """``"%s is %d".format([a, b])``: clauses %s %d %f %e %b %o %x %X and %%.
 
-
-@function("format", signatures=["(string, list(dyn)) -> string"], receiver=True, cost=_format_cost)
-def format_(template: Any, args: Any) -> str:
-    """``"%s is %d".format([a, b])``: clauses %s %d %f %e %b %o %x %X and %%."""
+    The template is charged first (cel-go: 0.1 per character), then every formatted
+    argument as it is produced, so a huge result stops at the budget.
+    """
     if type(template) is not str or type(args) is not list:
         raise no_overload("format", template, args)
+    budget.charge_call(_traversal(template))
     out: list[str] = []
     i = 0
     arg = 0
@@ -449,6 +450,8 @@ def format_(template: Any, args: Any) -> str:
             raise EvalError(f"index {arg} out of range")
         value = args[arg]
         arg += 1
+        if out and len(out[-1]) >= 64:
+            budget.charge(len(out[-1]) // 10)
         if verb == "s":
             out.append(_format_string(value))
         elif verb == "d":
