@@ -220,7 +220,38 @@ def _map_key(key: Any, out: dict[Any, Any], pos: int) -> Any:
     return key
 
 
+_ABSENT = object()
+_SLOW = object()
+
+
+def _opt_path(value: Any, fields: tuple[str, ...]) -> Any:
+    """Walk ``fields`` through dicts: the value, ``_ABSENT`` when a key is missing,
+    ``_SLOW`` when something is not a plain dict (the general path decides)."""
+    for field in fields:
+        if type(value) is not dict:
+            return _SLOW
+        if field not in value:
+            return _ABSENT
+        value = value[field]
+    if type(value) is OptionalValue:
+        return _SLOW
+    return value
+
+
+def _select_chain(node: ast.Node) -> list[ast.Select]:
+    """The optional selections of ``x.?a.?b``, outermost last."""
+    chain: list[ast.Select] = []
+    while isinstance(node, ast.Select) and node.optional:
+        chain.append(node)
+        node = node.operand
+    chain.reverse()
+    return chain
+
+
 _HELPERS: dict[str, Any] = {
+    "_opt_path": _opt_path,
+    "_ABSENT": _ABSENT,
+    "_SLOW": _SLOW,
     "EvalError": EvalError,
     "_stamp": _stamp,
     "_unbound": _unbound,
@@ -535,6 +566,10 @@ class CodeGenerator:
                 raise _Fallback
         if fn is None:
             raise _Fallback
+        if fn.name == "orValue" and fn.receiver and len(args) == 2:
+            fast = self._or_value_chain(node, args[0], args[1])
+            if fast is not None:
+                return fast
         values = [self.local(arg) for arg in args]
         impl_fn = fn.impl
         needs_budget = fn.needs_budget
@@ -570,6 +605,45 @@ class CodeGenerator:
             self.emit(f"    b.charge_call({self.const(fn.cost)}({out}{', ' if values else ''}{call_args}))")
         self.emit("except EvalError as e:")
         self.emit(f"    raise _stamp(e, {node.pos}) from None")
+        return out
+
+    def _or_value_chain(self, node: ast.Call, target: ast.Node, default: ast.Node) -> str | None:
+        """``x.?a.?b.orValue(d)`` on maps without building optionals.
+
+        The chain is walked on dicts; anything else (a missing intermediate that is
+        not a map, an optional-valued field...) takes the general path, emitted in
+        the ``else`` branch, so the semantics stay those of the optional library.
+        """
+        fields: list[str] = []
+        cur = target
+        while isinstance(cur, ast.Select) and cur.optional:
+            fields.append(cur.field)
+            cur = cur.operand
+        if not fields or (isinstance(cur, ast.Select) and cur.optional):
+            return None
+        fields.reverse()
+        base = self.local(cur)
+        fallback_default = self.local(default)  # orValue is strict: the default is evaluated first
+        out = self.tmp()
+        walk = self.tmp()
+        self.emit(f"{walk} = _opt_path({base}, {tuple(fields)!r})")
+        self.emit(f"if {walk} is _ABSENT:")
+        self.emit(f"    {out} = {fallback_default}")
+        self.emit(f"elif {walk} is not _SLOW:")
+        self.emit(f"    {out} = {walk}")
+        self.emit("else:")
+        with self.block():
+            opt = base
+            for sel in [s for s in _select_chain(target)]:
+                nxt = self.tmp()
+                self.emit(f"{nxt} = _opt_select({opt}, {sel.field!r}, {sel.pos})")
+                opt = nxt
+            or_value = self.env.library.lookup("orValue", receiver=True)
+            assert or_value is not None
+            self.emit("try:")
+            self.emit(f"    {out} = {self.const(or_value.impl)}({opt}, {fallback_default})")
+            self.emit("except EvalError as e:")
+            self.emit(f"    raise _stamp(e, {node.pos}) from None")
         return out
 
     def _logical(self, node: ast.Call) -> str:
