@@ -106,10 +106,12 @@ def to_json(value: Any) -> Any:
         for k, v in value.items():
             if type(k) is not str:
                 raise EvalError(f"map key {k!r} of type {type_name(k)} cannot be a JSON object key")
-            out[k] = to_json(v)
+            tv = type(v)
+            # Leaves inline: most of an object is strings, ints and booleans.
+            out[k] = v if tv is str or tv is int or tv is bool or v is None else to_json(v)
         return out
     if t is list or t is tuple:
-        return [to_json(v) for v in value]
+        return [v if type(v) is str or type(v) is int or v is None else to_json(v) for v in value]
     if t is bytes:
         return base64.b64encode(value).decode("ascii")
     if t is Timestamp:
