@@ -72,4 +72,7 @@ def run(args: argparse.Namespace) -> int:
         if not result.suites and not result.input_errors:
             error("no test suites found")
         return EXIT_USAGE
+    if args.name_filter and not any(suite.cases for suite in result.suites):
+        error(f"-k {args.name_filter!r}: no case name contains it")
+        return EXIT_USAGE
     return EXIT_OK if result.ok else EXIT_FINDINGS

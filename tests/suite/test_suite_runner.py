@@ -417,3 +417,5 @@ def test_discovery_and_coverage(tmp_path: Path, capsys: pytest.CaptureFixture[st
     code, _, err = run(capsys, "empty")
     assert code == 2 and "directory holds no test suites" in err
     assert run(capsys, "nowhere")[0] == 2
+    code, _, err = run(capsys, "-k", "no such case", ".")
+    assert code == 2 and "-k 'no such case': no case name contains it" in err
