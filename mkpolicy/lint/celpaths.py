@@ -118,11 +118,6 @@ def _visit(node: Node, scope: frozenset[str], out: list[Access]) -> None:
         _visit(child, scope, out)
 
 
-def roots(node: Node) -> set[str]:
-    """The free variables ``node`` refers to."""
-    return {a.root for a in accesses(node)}
-
-
 # -- JSONPatch literals ------------------------------------------------------------------
 
 
@@ -301,17 +296,4 @@ def literal_keys(node: Node) -> set[str] | None:
                 return None
             keys.add(entry.key.value)
         return keys
-    return None
-
-
-def literal_child(node: Node, key: str) -> Node | None:
-    """The value of ``key`` in a map or ``Object`` literal (None when absent or computed)."""
-    if isinstance(node, StructLit):
-        for entry in node.entries:
-            if entry.key == key:
-                return entry.value
-    elif isinstance(node, MapLit):
-        for entry in node.entries:
-            if isinstance(entry.key, Literal) and entry.key.value == key:
-                return entry.value
     return None

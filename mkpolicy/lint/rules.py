@@ -20,9 +20,6 @@ from typing import Literal
 
 Severity = Literal["error", "warning"]
 
-#: Where the rules are documented, relative to the repository root.
-DOCS_PATH = "docs/lint-rules.md"
-
 
 @dataclass(frozen=True)
 class Rule:
@@ -32,11 +29,6 @@ class Rule:
     name: str
     severity: Severity
     summary: str
-
-    @property
-    def anchor(self) -> str:
-        """The rule's section anchor in ``docs/lint-rules.md`` (``mkp101-yaml-syntax``)."""
-        return f"{self.id.lower()}-{self.name}"
 
 
 _CATALOG = [
@@ -80,8 +72,3 @@ _CATALOG = [
 
 #: Rule ID -> rule, in catalog order.
 RULES: dict[str, Rule] = {rule.id: rule for rule in _CATALOG}
-
-
-def rule(rule_id: str) -> Rule:
-    """The rule with ID ``rule_id`` (KeyError for unknown IDs)."""
-    return RULES[rule_id]

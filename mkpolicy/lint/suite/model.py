@@ -12,7 +12,6 @@ from mkpolicy.errors import PolicyError
 from mkpolicy.policy.source import Document, Path
 
 SUITE_KIND = "FrameworkPolicyTest"
-SUITE_API_VERSION = "mkpolicy.io/v1alpha1"
 #: The expectation fields; exactly one is set per case (none: a snapshot still to record).
 EXPECTATIONS = ("workerObject", "workerObjectFile", "statusPatch", "notManaged", "error")
 
