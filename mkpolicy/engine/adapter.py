@@ -9,6 +9,7 @@ Kueue's generic adapter.
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 import os
@@ -16,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mkpolicy.cel import Environment
+from mkpolicy.cel.values import Timestamp
 from mkpolicy.engine.context import Context
 from mkpolicy.engine.expressions import POLICY_VARIABLES, Locator, PolicyExpression, lazy_variables
 from mkpolicy.engine.generic import (
@@ -133,7 +135,7 @@ class Adapter:
                 return False, f"Expecting {dotted} to be {want} not {got}"
         if self.match_conditions:
             ctx = ctx or Context()
-            bindings = self._bindings(dict(obj), dict(obj), None, ctx)
+            bindings = self._bindings(dict(obj), dict(obj), None, ctx, ctx.timestamp())
             for name, expr in self.match_conditions:
                 try:
                     result = expr.evaluate(bindings)
@@ -172,9 +174,10 @@ class Adapter:
         if self.managed_by_tokens is not None:
             worker = remove_pointer(worker, self.managed_by_tokens)
         place = identifier_place(mode, ctx.workload_name)
+        now = ctx.timestamp()
         for mutation in self.creation:
             try:
-                new = mutation.apply(worker, self._bindings(worker, manager, None, ctx), self.schema)
+                new = mutation.apply(worker, self._bindings(worker, manager, None, ctx, now), self.schema)
                 violation = self._creation_violation(new, worker, ctx, place)
                 if violation is not None:
                     raise PatchError(f"the patch breaks an invariant: {violation}", mutation.expression.location())
@@ -242,9 +245,10 @@ class Adapter:
         else:
             target = manager
             worker = dict(worker_obj)
+            now = ctx.timestamp()
             for mutation in self.sync_patches:
                 try:
-                    new = mutation.apply(target, self._bindings(target, manager, worker, ctx), self.schema)
+                    new = mutation.apply(target, self._bindings(target, manager, worker, ctx, now), self.schema)
                     violation = self._sync_violation(new, manager)
                     if violation is not None:
                         raise PatchError(f"the patch breaks an invariant: {violation}", mutation.expression.location())
@@ -280,7 +284,12 @@ class Adapter:
 
     # -- helpers ------------------------------------------------------------------------
     def _bindings(
-        self, target: dict[str, Any], manager: dict[str, Any], worker: dict[str, Any] | None, ctx: Context
+        self,
+        target: dict[str, Any],
+        manager: dict[str, Any],
+        worker: dict[str, Any] | None,
+        ctx: Context,
+        now: datetime.datetime,
     ) -> dict[str, Any]:
         bindings: dict[str, Any] = {
             "object": target,
@@ -290,6 +299,7 @@ class Adapter:
             "workloadName": ctx.workload_name,
             "origin": ctx.origin,
             "cluster": ctx.cluster,
+            "now": Timestamp.from_datetime(now),
             "params": self.params,
         }
         bindings["variables"] = lazy_variables(self.variables, bindings)
