@@ -17,6 +17,7 @@ from collections.abc import Sequence
 COMMANDS: list[tuple[str, str, str]] = [
     ("validate", "mkpolicy.cli.validate", "check policy files: YAML, fields, GVKs, CEL compilation"),
     ("apply", "mkpolicy.cli.apply", "dry run: the worker copy (create) or status patch (sync) of an object"),
+    ("schema", "mkpolicy.cli.schema", "print the JSON Schema of FrameworkPolicy documents"),
 ]
 
 EPILOG = """\

@@ -13,7 +13,7 @@ import datetime
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from mkpolicy.cel import Environment
@@ -146,7 +146,7 @@ class Adapter:
                 except CelError as exc:
                     if self.fail:
                         raise
-                    self._ignore(exc, None)
+                    self._record([exc], None)
                     return False, f"match condition {name!r} failed: {exc}"
                 if not result:
                     return False, f"match condition {name!r} is false"
@@ -170,24 +170,60 @@ class Adapter:
         manager = dict(manager_obj)
         self._require_managed(manager, ctx)
         mode = ctx.identifier if self.identifier == "context" else self.identifier
-        worker = clone(manager, ctx.workload_name, ctx.origin, mode)
+        start = clone(manager, ctx.workload_name, ctx.origin, mode)
         if self.managed_by_tokens is not None:
-            worker = remove_pointer(worker, self.managed_by_tokens)
+            start = remove_pointer(start, self.managed_by_tokens)
         place = identifier_place(mode, ctx.workload_name)
-        now = ctx.timestamp()
-        for mutation in self.creation:
+        # Invariants are checked once, on the result (DESIGN.md §2 step 5). Only when
+        # that fails are the patches replayed one by one, to name the patch that broke
+        # it (and, under failurePolicy Ignore, to skip it).
+        skipped: list[MkpolicyError] = []
+        now = ctx.timestamp()  # one instant per call, replays included
+        worker = self._apply(self.creation, start, manager, None, ctx, now, skipped, None)
+        if self._creation_violation(worker, start, ctx, place) is not None:
+            skipped = []
+            worker = self._apply(
+                self.creation,
+                start,
+                manager,
+                None,
+                ctx,
+                now,
+                skipped,
+                lambda new, old: self._creation_violation(new, old, ctx, place),
+            )
+        self._record(skipped, ignored)
+        return worker
+
+    def _apply(
+        self,
+        mutations: list[CompiledMutation],
+        target: dict[str, Any],
+        manager: dict[str, Any],
+        worker: dict[str, Any] | None,
+        ctx: Context,
+        now: datetime.datetime,
+        skipped: list[MkpolicyError],
+        check: Callable[[Any, dict[str, Any]], str | None] | None,
+    ) -> dict[str, Any]:
+        """Apply ``mutations`` in order; ``check`` (new, old) names an invariant broken."""
+        bindings = self._bindings(target, manager, worker, ctx, now)
+        for mutation in mutations:
+            bindings["object"] = target
+            if self.variables:
+                bindings["variables"] = lazy_variables(self.variables, bindings)
             try:
-                new = mutation.apply(worker, self._bindings(worker, manager, None, ctx, now), self.schema)
-                violation = self._creation_violation(new, worker, ctx, place)
+                new = mutation.apply(target, bindings, self.schema)
+                violation = check(new, target) if check is not None else None
                 if violation is not None:
                     raise PatchError(f"the patch breaks an invariant: {violation}", mutation.expression.location())
             except (CelError, PatchError) as exc:
                 if self.fail:
                     raise
-                self._ignore(exc, ignored)
+                skipped.append(exc)
                 continue
-            worker = new
-        return worker
+            target = new
+        return target
 
     def _creation_violation(self, new: Any, before: dict[str, Any], ctx: Context, place: str | None) -> str | None:
         if not isinstance(new, dict):
@@ -243,21 +279,18 @@ class Adapter:
             target = dict(manager)
             target["status"] = status
         else:
-            target = manager
-            worker = dict(worker_obj)
-            now = ctx.timestamp()
-            for mutation in self.sync_patches:
-                try:
-                    new = mutation.apply(target, self._bindings(target, manager, worker, ctx, now), self.schema)
-                    violation = self._sync_violation(new, manager)
-                    if violation is not None:
-                        raise PatchError(f"the patch breaks an invariant: {violation}", mutation.expression.location())
-                except (CelError, PatchError) as exc:
-                    if self.fail:
-                        raise
-                    self._ignore(exc, ignored)
-                    continue
-                target = new
+            skipped: list[MkpolicyError] = []
+            target = self._apply(
+                self.sync_patches,
+                manager,
+                manager,
+                dict(worker_obj),
+                ctx,
+                ctx.timestamp(),
+                skipped,
+                lambda new, old: self._sync_violation(new, manager),
+            )
+            self._record(skipped, ignored)
         patch = create_merge_patch(manager, target)
         return copy_json(patch) if patch else None
 
@@ -305,11 +338,13 @@ class Adapter:
         bindings["variables"] = lazy_variables(self.variables, bindings)
         return bindings
 
-    def _ignore(self, exc: MkpolicyError, ignored: list[MkpolicyError] | None) -> None:
-        self.ignored_count += 1
-        log.warning("failurePolicy Ignore: skipped after error: %s", exc)
+    def _record(self, skipped: list[MkpolicyError], ignored: list[MkpolicyError] | None) -> None:
+        """Count and log patches skipped under ``failurePolicy: Ignore`` (never silently)."""
+        for exc in skipped:
+            self.ignored_count += 1
+            log.warning("failurePolicy Ignore: skipped after error: %s", exc)
         if ignored is not None:
-            ignored.append(exc)
+            ignored.extend(skipped)
 
 
 def _paths(patch: dict[str, Any], prefix: str = "") -> list[str]:

@@ -25,31 +25,14 @@ from mkpolicy.errors import PatchError
 from mkpolicy.structural import Schema, is_absent
 
 
-def check_configuration(patch: Any, schema: Schema, path: str = "") -> list[str]:
-    """Problems that make Kubernetes reject ``patch``: atomic values set, undeclared fields."""
-    problems: list[str] = []
-    if isinstance(patch, dict):
-        if schema.atomic_map:
-            return [f"{path or '.'} is an atomic map or struct and may not be set"]
-        for key, value in patch.items():
-            child = schema.field(key)
-            if is_absent(child) and schema.known:
-                problems.append(f"{path}.{key}: field not declared in schema")
-                continue
-            problems.extend(check_configuration(value, child, f"{path}.{key}"))
-    elif isinstance(patch, list):
-        if schema.list_type == "atomic":
-            return [f"{path or '.'} is an atomic list and may not be set"]
-        items = schema.items()
-        for i, value in enumerate(patch):
-            problems.extend(check_configuration(value, items, f"{path}[{i}]"))
-    return problems
-
-
 def apply_configuration(obj: dict[str, Any], patch: dict[str, Any], schema: Schema | None) -> dict[str, Any]:
-    """Merge ``patch`` into ``obj`` (neither is modified) and return the result."""
-    schema = schema if schema is not None else Schema.deduced()
-    problems = check_configuration(patch, schema)
+    """Merge ``patch`` into ``obj`` (neither is modified) and return the result.
+
+    Raises :class:`PatchError` listing every atomic value the patch sets and every
+    field the schema does not declare, as Kubernetes rejects such configurations.
+    """
+    problems: list[str] = []
+    merged = _merge(obj, patch, schema if schema is not None else Schema.deduced(), "", problems)
     if problems:
         raise PatchError(
             "invalid ApplyConfiguration: "
@@ -57,34 +40,43 @@ def apply_configuration(obj: dict[str, Any], patch: dict[str, Any], schema: Sche
             + " (only granular maps and lists with x-kubernetes-list-type map or set merge;"
             " use a JSONPatch to replace an atomic value)"
         )
-    merged = _merge(obj, patch, schema, "")
     assert isinstance(merged, dict)
     return merged
 
 
-def _merge(live: Any, patch: Any, schema: Schema, path: str) -> Any:
-    if isinstance(patch, dict) and isinstance(live, dict):
-        out = dict(live)
+def _merge(live: Any, patch: Any, schema: Schema, path: str, problems: list[str]) -> Any:
+    """Merge one value, checking the patch against the schema on the way."""
+    if isinstance(patch, dict):
+        if schema.atomic_map:
+            problems.append(f"{path or '.'} is an atomic map or struct and may not be set")
+            return live
+        out = dict(live) if isinstance(live, dict) else {}
         for key, value in patch.items():
+            child = schema.field(key)
+            if schema.known and is_absent(child):
+                problems.append(f"{path}.{key}: field not declared in schema")
+                continue
             if value is None:
                 out.pop(key, None)
                 continue
-            out[key] = _merge(live.get(key), value, schema.field(key), f"{path}.{key}")
+            out[key] = _merge(out.get(key), value, child, f"{path}.{key}", problems)
         return out
-    if isinstance(patch, dict):
-        return {k: _merge(None, v, schema.field(k), f"{path}.{k}") for k, v in patch.items() if v is not None}
-    if isinstance(patch, list) and schema.list_type == "map":
-        return _merge_map_list(live if isinstance(live, list) else [], patch, schema, path)
-    if isinstance(patch, list) and schema.list_type == "set":
-        out_set = list(live) if isinstance(live, list) else []
-        for value in patch:
-            if value not in out_set:
-                out_set.append(value)
-        return out_set
+    if isinstance(patch, list):
+        list_type = schema.list_type
+        if list_type == "map":
+            return _merge_map_list(live if isinstance(live, list) else [], patch, schema, path, problems)
+        if list_type == "set":
+            out_set = list(live) if isinstance(live, list) else []
+            for value in patch:
+                if value not in out_set:
+                    out_set.append(value)
+            return out_set
+        problems.append(f"{path or '.'} is an atomic list and may not be set")
+        return live
     return patch
 
 
-def _merge_map_list(live: list[Any], patch: list[Any], schema: Schema, path: str) -> list[Any]:
+def _merge_map_list(live: list[Any], patch: list[Any], schema: Schema, path: str, problems: list[str]) -> list[Any]:
     keys = schema.list_map_keys
     items = schema.items()
 
@@ -105,9 +97,9 @@ def _merge_map_list(live: list[Any], patch: list[Any], schema: Schema, path: str
             raise PatchError(f"{path}[{i}]: duplicate entry for key {dict(zip(keys, key, strict=True))}")
         seen.add(key)
         if key in index:
-            out[index[key]] = _merge(out[index[key]], item, items, f"{path}[{i}]")
+            out[index[key]] = _merge(out[index[key]], item, items, f"{path}[{i}]", problems)
         else:
-            out.append(_merge(None, item, items, f"{path}[{i}]"))
+            out.append(_merge(None, item, items, f"{path}[{i}]", problems))
     return out
 
 

@@ -6,7 +6,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from mkpolicy.cel import Environment, Program
-from mkpolicy.cel.ast import Call, Comprehension, Ident, ListLit, Literal, MapLit, Node, Select, StructLit
+from mkpolicy.cel.ast import (
+    Call,
+    Comprehension,
+    Ident,
+    ListLit,
+    Literal,
+    MapLit,
+    Node,
+    Select,
+    StructLit,
+    line_col,
+)
 from mkpolicy.cel.convert import to_json
 from mkpolicy.cel.errors import CelCompileError, CelCostError, CelExpressionError, EvalError
 from mkpolicy.cel.runtime import LazyMap, type_name
@@ -40,7 +51,9 @@ class Locator:
     def locate(self, path: Path, expression: str, offset: int | None, where: str) -> Location:
         """The location of ``offset`` in the expression stored at ``path``."""
         if self.policy is None:
-            return Location(where=where)
+            # No file: positions are relative to the expression itself.
+            line, column = line_col(expression, offset or 0)
+            return Location(line=line, column=column, where=where)
         loc: Location = self.policy.locate(path, value=expression, offset=offset, where=where)
         return loc
 
@@ -199,26 +212,32 @@ def json_patch_operations(value: Any, expr: PolicyExpression) -> list[dict[str, 
 
 
 def apply_configuration_value(value: Any, expr: PolicyExpression) -> dict[str, Any]:
-    """Convert an ApplyConfiguration expression's result into a plain patch object."""
+    """Convert an ApplyConfiguration expression's result into a plain patch object.
+
+    Kubernetes also checks that nested message names match their place
+    (``Object.spec{...}`` under ``spec``); both happen in one walk.
+    """
     if type(value) is not ObjectValue or value.type_name != "Object":
         raise expr.error(f"an ApplyConfiguration expression must return an Object{{...}}; found {type_name(value)}")
     try:
-        result = to_json(value)
+        result = _object_to_json(value, "Object", expr)
     except EvalError as exc:
         raise expr.error(f"the Object cannot be written to an object: {exc.message}") from None
-    _check_type_names(value, "Object", expr)
-    assert isinstance(result, dict)
     return result
 
 
-def _check_type_names(value: ObjectValue, expected: str, expr: PolicyExpression) -> None:
-    # Kubernetes checks that Object.spec{...} sits under the field spec, etc.
+def _object_to_json(value: ObjectValue, expected: str, expr: PolicyExpression) -> dict[str, Any]:
     if value.type_name != expected:
         raise expr.error(f"type mismatch: {value.type_name}{{...}} is set where {expected}{{...}} belongs")
+    out: dict[str, Any] = {}
     for key, child in value.items():
         if type(child) is ObjectValue:
-            _check_type_names(child, f"{expected}.{key}", expr)
-        elif isinstance(child, list):
-            for item in child:
-                if type(item) is ObjectValue:
-                    _check_type_names(item, f"{expected}.{key}", expr)
+            out[key] = _object_to_json(child, f"{expected}.{key}", expr)
+        elif type(child) is list:
+            out[key] = [
+                _object_to_json(item, f"{expected}.{key}", expr) if type(item) is ObjectValue else to_json(item)
+                for item in child
+            ]
+        else:
+            out[key] = to_json(child)
+    return out

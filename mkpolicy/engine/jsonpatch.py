@@ -26,6 +26,7 @@ rest of the document is shared with the input, which is never modified.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
@@ -189,9 +190,19 @@ def _operation(index: int, op: Any) -> jsonpatch.PatchOperation:
                 f"operation {index + 1} ({kind} {value!r}): expected a JSON pointer starting with '/'{suffix}"
             )
     try:
-        return cls(op)
+        parsed = dict(op)
+        parsed["path"] = _pointer(op["path"])
+        if "from" in op and isinstance(op["from"], str):
+            parsed["from"] = _pointer(op["from"])
+        return cls(parsed)
     except (jsonpatch.InvalidJsonPatch, jsonpointer.JsonPointerException) as exc:
         raise PatchError(f"operation {index + 1} ({kind}): {exc}") from None
+
+
+@functools.lru_cache(maxsize=4096)
+def _pointer(path: str) -> jsonpointer.JsonPointer:
+    # Policies build the same few paths over and over; parsing them once matters.
+    return jsonpointer.JsonPointer(path)
 
 
 def _thaw(doc: Any, parents: list[str], fresh: set[int]) -> None:
@@ -230,7 +241,7 @@ def apply_json_patch(doc: dict[str, Any], operations: list[dict[str, Any]]) -> d
         # Copy-on-write: the containers this operation modifies become private copies.
         _thaw(result, op.pointer.parts[:-1], fresh)
         if op.operation["op"] == "move":
-            _thaw(result, jsonpointer.JsonPointer(op.operation["from"]).parts[:-1], fresh)
+            _thaw(result, op.operation["from"].parts[:-1], fresh)
         try:
             result = op.apply(result)
         except TestFailed:

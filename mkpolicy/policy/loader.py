@@ -8,6 +8,7 @@ shows everything that needs fixing.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 from typing import Any, get_args
 
@@ -178,13 +179,31 @@ def duplicate_frameworks(policies: list[FrameworkPolicy]) -> list[PolicyError]:
 
 
 def _yaml_type(value: Any) -> str:
+    """How YAML users call the type of ``value``."""
+    if isinstance(value, dict):
+        return "a mapping"
     if isinstance(value, list):
         return "a list"
     if isinstance(value, str):
         return f"the string {value!r}"
     if value is None:
         return "null"
-    return f"a {type(value).__name__} ({value!r})"
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, int):
+        return f"the integer {value}"
+    if isinstance(value, float):
+        return f"the number {value}"
+    return f"a {type(value).__name__}"
+
+
+_EXPECTED_WORDS = [
+    (re.compile(r"a valid dictionary( or instance of \w+)?"), "a mapping"),
+    (re.compile(r"a valid list"), "a list"),
+    (re.compile(r"a valid string"), "a string"),
+    (re.compile(r"a valid integer"), "an integer"),
+    (re.compile(r"a valid boolean"), "a boolean (true or false)"),
+]
 
 
 def _data_path(data: Any, loc: tuple[Any, ...]) -> Path:
@@ -237,6 +256,8 @@ def _problem(err: Any, doc: Document) -> PolicyError:
         return PolicyError(f"{where}: {msg}", doc.source.location(path))
     if msg.startswith("Input should be"):
         msg = "expected" + msg[len("Input should be") :]
+        for pattern, words in _EXPECTED_WORDS:
+            msg = pattern.sub(words, msg)
     return PolicyError(f"{where}: {msg}; found {_yaml_type(given)}", doc.source.location(path))
 
 

@@ -192,11 +192,13 @@ class Spec(_Model):
     @field_validator("match_conditions", "variables")
     @classmethod
     def _unique_names(cls, value: list[NamedExpression]) -> list[NamedExpression]:
-        seen: set[str] = set()
-        for item in value:
+        seen: dict[str, int] = {}
+        for i, item in enumerate(value):
             if item.name in seen:
-                raise ValueError(f"duplicate name {item.name!r}: every name must be unique")
-            seen.add(item.name)
+                raise ValueError(
+                    f"duplicate name {item.name!r} (items {seen[item.name]} and {i}): every name must be unique"
+                )
+            seen[item.name] = i
         return value
 
     @property

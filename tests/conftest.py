@@ -1,0 +1,25 @@
+"""Shared fixtures: repository paths and JSON snapshots."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from syrupy.assertion import SnapshotAssertion
+from syrupy.extensions.json import JSONSnapshotExtension
+
+ROOT = Path(__file__).resolve().parent.parent
+#: ``../shared`` beside the clone (CI provides it); some tests skip without it.
+SHARED = ROOT.parent / "shared"
+
+
+@pytest.fixture
+def snapshot_json(snapshot: SnapshotAssertion) -> SnapshotAssertion:
+    """Snapshots stored as readable JSON files under ``__snapshots__/``."""
+    return snapshot.use_extension(JSONSnapshotExtension)
+
+
+@pytest.fixture
+def root() -> Path:
+    """The repository root."""
+    return ROOT

@@ -1,0 +1,147 @@
+"""ApplyConfiguration: server-side-apply merges as MutatingAdmissionPolicy performs them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import mkpolicy
+from mkpolicy.errors import CelError, PatchError
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+        "spec": {
+            "type": "object",
+            "properties": {
+                "replicas": {"type": "integer"},
+                "selector": {"type": "object", "x-kubernetes-map-type": "atomic",
+                             "properties": {"app": {"type": "string"}}},
+                "env": {
+                    "type": "array",
+                    "x-kubernetes-list-type": "map",
+                    "x-kubernetes-list-map-keys": ["name"],
+                    "items": {"type": "object", "properties": {"name": {"type": "string"},
+                                                               "value": {"type": "string"}}},
+                },
+                "tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+                "args": {"type": "array", "items": {"type": "string"}},
+                "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                "limits": {"type": "object", "additionalProperties": {"type": "string"}},
+            },
+        },
+    },
+}
+
+OBJ: dict[str, Any] = {
+    "apiVersion": "example.com/v1",
+    "kind": "Thing",
+    "metadata": {"name": "t", "labels": {"a": "1"}, "finalizers": ["f1"]},
+    "spec": {
+        "replicas": 1,
+        "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}],
+        "tags": ["x"],
+        "args": ["--v"],
+        "limits": {"cpu": "1"},
+    },
+}
+
+
+def apply(expression: str, schema: dict[str, Any] | None = SCHEMA) -> dict[str, Any]:
+    return mkpolicy.mutate(OBJ, [{"patchType": "ApplyConfiguration", "expression": expression}], schema=schema)
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected_spec"),
+    [
+        pytest.param("Object{spec: Object.spec{replicas: 3}}", {**OBJ["spec"], "replicas": 3}, id="scalar"),
+        pytest.param(
+            "Object{spec: Object.spec{limits: {'memory': '1Gi'}}}",
+            {**OBJ["spec"], "limits": {"cpu": "1", "memory": "1Gi"}},
+            id="map-merges-key-by-key",
+        ),
+        pytest.param(
+            "Object{spec: Object.spec{env: [Object.spec.env{name: 'B', value: 'two'}, "
+            "Object.spec.env{name: 'C', value: '3'}]}}",
+            {**OBJ["spec"], "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "two"},
+                                    {"name": "C", "value": "3"}]},
+            id="map-list-merges-by-key-keeping-order",
+        ),
+        pytest.param(
+            "Object{spec: Object.spec{tags: ['y', 'x']}}", {**OBJ["spec"], "tags": ["x", "y"]}, id="set-list-union"
+        ),
+        pytest.param(
+            "Object{spec: Object.spec{?replicas: optional.none()}}", OBJ["spec"], id="optional-none-leaves-alone"
+        ),
+        pytest.param(
+            "Object{spec: Object.spec{?replicas: optional.of(7)}}", {**OBJ["spec"], "replicas": 7},
+            id="optional-of-sets",
+        ),
+        pytest.param(
+            "Object{spec: Object.spec{extra: {'k': {'deep': 1}}}}", {**OBJ["spec"], "extra": {"k": {"deep": 1}}},
+            id="preserve-unknown-map",
+        ),
+        pytest.param("Object{spec: Object.spec{replicas: null}}", {k: v for k, v in OBJ["spec"].items()
+                                                                   if k != "replicas"}, id="null-removes"),
+    ],
+)
+def test_merge(expression: str, expected_spec: dict[str, Any]) -> None:
+    out = apply(expression)
+    assert out["spec"] == expected_spec
+    assert out["metadata"] == OBJ["metadata"] and OBJ["spec"]["env"][1]["value"] == "2"
+
+
+def test_metadata_is_object_meta_whatever_the_schema_says() -> None:
+    out = apply("Object{metadata: Object.metadata{labels: {'b': '2'}, finalizers: ['f2']}}")
+    assert out["metadata"] == {"name": "t", "labels": {"a": "1", "b": "2"}, "finalizers": ["f1", "f2"]}
+
+
+@pytest.mark.parametrize(
+    ("expression", "schema", "message"),
+    [
+        pytest.param("Object{spec: Object.spec{args: ['--x']}}", SCHEMA, ".spec.args is an atomic list",
+                     id="atomic-list"),
+        pytest.param("Object{spec: Object.spec{selector: Object.spec.selector{app: 'x'}}}", SCHEMA,
+                     ".spec.selector is an atomic map or struct", id="atomic-struct"),
+        pytest.param("Object{spec: Object.spec{extra: {'l': [1]}}}", SCHEMA, ".spec.extra.l is an atomic list",
+                     id="deduced-list-is-atomic"),
+        pytest.param("Object{spec: Object.spec{tags: ['y']}}", None, ".spec.tags is an atomic list",
+                     id="no-schema-lists-are-atomic"),
+        pytest.param("Object{spec: Object.spec{bogus: 1}}", SCHEMA, ".spec.bogus: field not declared in schema",
+                     id="undeclared-field"),
+        pytest.param("Object{spec: Object.spec{env: [Object.spec.env{name: 'A'}, Object.spec.env{name: 'A'}]}}",
+                     SCHEMA, "duplicate entry for key {'name': 'A'}", id="duplicate-map-key"),
+        pytest.param("Object{spec: Object.metadata{replicas: 1}}", SCHEMA,
+                     "type mismatch: Object.metadata{...} is set where Object.spec{...} belongs", id="type-names"),
+    ],
+)
+def test_rejected_configurations(expression: str, schema: dict[str, Any] | None, message: str) -> None:
+    with pytest.raises(PatchError) as info:
+        apply(expression, schema)
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("expression", "found"),
+    [
+        ("{'spec': {'replicas': 1}}", "found a map literal (write Object{...} instead of {...})"),
+        ("object", "found the variable 'object' (not an Object{...})"),
+        ("JSONPatch{op: 'add', path: '/x'}", "found a JSONPatch{...} value"),
+        ("true ? Object{} : [1]", "found a list"),
+    ],
+)
+def test_a_non_object_expression_is_a_compile_error(expression: str, found: str) -> None:
+    with pytest.raises(CelError) as info:
+        apply(expression)
+    assert "an ApplyConfiguration expression must evaluate to an Object{...} value; " + found in str(info.value)
+    assert info.value.location.line == 1  # positioned in the expression
+
+
+def test_input_is_never_modified() -> None:
+    before = repr(OBJ)
+    apply("Object{metadata: Object.metadata{labels: {'z': 'z'}}, spec: Object.spec{tags: ['q']}}")
+    assert repr(OBJ) == before
