@@ -8,13 +8,14 @@ from typing import Any
 from mkpolicy.cel import ast
 from mkpolicy.cel.compiler import BUDGET_KEY, Compiler
 from mkpolicy.cel.convert import from_cel, to_cel
+from mkpolicy.cel.cost import fixed_cost
 from mkpolicy.cel.environment import Environment
 from mkpolicy.cel.errors import CelCostError, CelEvalError, EvalError
 from mkpolicy.cel.parser import parse
 from mkpolicy.cel.runtime import Budget
 
-#: Default cost budget of one evaluation. Cost is charged per comprehension iteration
-#: and per kilobyte of strings, bytes and lists built by concatenation or functions.
+#: Default cost budget of one evaluation: Kubernetes' per-expression limit
+#: (:data:`mkpolicy.cel.PER_CALL_LIMIT`). See :mod:`mkpolicy.cel.cost` for the model.
 DEFAULT_COST_LIMIT = 1_000_000
 
 
@@ -25,23 +26,36 @@ class CelInternalError(CelEvalError):
 class Program:
     """A compiled CEL expression, ready to evaluate many times."""
 
-    __slots__ = ("_fn", "ast", "env", "expression")
+    __slots__ = ("_fn", "ast", "env", "expression", "fixed_cost")
 
     def __init__(self, expression: str, env: Environment | None = None) -> None:
         self.expression = expression
         self.env = env if env is not None else Environment()
-        self.ast: ast.Node = parse(expression)
+        self.ast: ast.Node = parse(expression, block="block" in self.env.syntax)
         self._fn = Compiler(self.env, expression).compile(self.ast)
+        #: Cost charged for every evaluation before any comprehension iterates.
+        self.fixed_cost = fixed_cost(self.ast)
 
-    def evaluate(self, bindings: Mapping[str, Any], *, cost_limit: int = DEFAULT_COST_LIMIT) -> Any:
+    def evaluate(
+        self,
+        bindings: Mapping[str, Any],
+        *,
+        cost_limit: int = DEFAULT_COST_LIMIT,
+        budget: Budget | None = None,
+    ) -> Any:
         """Evaluate with ``bindings`` (CEL runtime values) and return a runtime value.
 
-        Raises :class:`CelEvalError` (or :class:`CelCostError` when the budget is
-        exceeded) positioned in the expression.
+        The evaluation may spend ``cost_limit`` (Kubernetes cost units), or what is
+        left of ``budget`` when one is shared between several evaluations (its
+        ``used`` says what they cost). Raises :class:`CelEvalError` (or
+        :class:`CelCostError` when the budget is exceeded) positioned in the expression.
         """
         activation = dict(bindings)
-        activation[BUDGET_KEY] = Budget(cost_limit)
+        if budget is None:
+            budget = Budget(cost_limit)
+        activation[BUDGET_KEY] = budget
         try:
+            budget.charge(self.fixed_cost)
             return self._fn(activation)
         except EvalError as exc:
             cls = CelCostError if exc.cost else CelEvalError

@@ -88,6 +88,29 @@ TYPE_IDENTIFIERS: dict[str, CelType] = {
 }
 
 
+class OpaqueValue:
+    """Base class of library values with their own CEL type (``net.IP``, ``kubernetes.Quantity``...).
+
+    Subclasses set ``cel_type_name``, implement equality and, when ``string(x)``
+    applies to them, :meth:`cel_string`.
+    """
+
+    __slots__ = ()
+    cel_type_name = "opaque"
+
+    def cel_string(self) -> str:
+        """``string(x)``; raise TypeError when the type has no string conversion."""
+        raise TypeError(self.cel_type_name)
+
+
+def register_type(name: str) -> CelType:
+    """Make the type identifier ``name`` (``net.IP``) resolve to its type value."""
+    found = TYPE_IDENTIFIERS.get(name)
+    if found is None:
+        found = TYPE_IDENTIFIERS[name] = CelType.named(name)
+    return found
+
+
 class OptionalValue:
     """A CEL ``optional_type`` value: either empty or holding one value."""
 
