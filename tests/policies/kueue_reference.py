@@ -207,18 +207,14 @@ def _condition_true(conditions: list[dict[str, Any]], ctype: str) -> bool:
     return False
 
 
-def _set_condition(
-    conditions: list[dict[str, Any]], condition: dict[str, Any], first_only: bool
-) -> list[dict[str, Any]]:
-    # setJobStatusCondition / setPodCondition: replace the first of the type, else append.
-    # first_only=False models the documented difference of the policies: every one replaced.
+def _set_condition(conditions: list[dict[str, Any]], condition: dict[str, Any]) -> list[dict[str, Any]]:
+    # setJobStatusCondition / setPodCondition: replace the first of the type, else append
     out = list(conditions)
-    found = False
     for i, c in enumerate(out):
-        if c.get("type") == condition["type"] and not (found and first_only):
+        if c.get("type") == condition["type"]:
             out[i] = condition
-            found = True
-    return out if found else [*out, condition]
+            return out
+    return [*out, condition]
 
 
 def _job_suspended(job: dict[str, Any]) -> bool:
@@ -228,7 +224,7 @@ def _job_suspended(job: dict[str, Any]) -> bool:
     )
 
 
-def _job_status(manager: dict[str, Any], worker: dict[str, Any], now: dt.datetime, first_only: bool) -> Any:
+def _job_status(manager: dict[str, Any], worker: dict[str, Any], now: dt.datetime) -> Any:
     local, remote = typed_status(KINDS["job"], manager), typed_status(KINDS["job"], worker)
     if not _job_suspended(manager) or _job_suspended(worker):
         return remote
@@ -249,11 +245,11 @@ def _job_status(manager: dict[str, Any], worker: dict[str, Any], now: dt.datetim
         "lastProbeTime": stamp,
     }
     new = copy.deepcopy(local)
-    new["conditions"] = _set_condition(local.get("conditions", []), condition, first_only)
+    new["conditions"] = _set_condition(local.get("conditions", []), condition)
     return new
 
 
-def _pod_status(manager: dict[str, Any], worker: dict[str, Any], first_only: bool) -> Any:
+def _pod_status(manager: dict[str, Any], worker: dict[str, Any]) -> Any:
     local, remote = typed_status(KINDS["pod"], manager), typed_status(KINDS["pod"], worker)
     local_scheduled = next((c for c in local.get("conditions", []) if c.get("type") == "PodScheduled"), None)
     remote_scheduled = next((c for c in remote.get("conditions", []) if c.get("type") == "PodScheduled"), None)
@@ -261,26 +257,20 @@ def _pod_status(manager: dict[str, Any], worker: dict[str, Any], first_only: boo
     gated = any(g.get("name") == ADMISSION_GATE for g in manager.get("spec", {}).get("schedulingGates", []))
     remote_is_scheduled = remote_scheduled is not None and remote_scheduled.get("status") == "True"
     if gated and local_scheduled is not None and not remote_is_scheduled:
-        new["conditions"] = _set_condition(new.get("conditions", []), local_scheduled, first_only)
+        new["conditions"] = _set_condition(new.get("conditions", []), local_scheduled)
     return new
 
 
-def sync(
-    kind: Kind, manager: dict[str, Any], worker: dict[str, Any], now: dt.datetime, first_only: bool = True
-) -> SyncResult:
-    """What SyncJob writes to the manager's status when the worker's object exists.
-
-    ``first_only=False`` is not Kueue: it is the policies' documented difference when an
-    object carries two conditions of the type being set (every one is replaced).
-    """
+def sync(kind: Kind, manager: dict[str, Any], worker: dict[str, Any], now: dt.datetime) -> SyncResult:
+    """What SyncJob writes to the manager's status when the worker's object exists."""
     if kind.sync == "none":
         return SyncResult(False)
     if kind.sync == "pod" and manager.get("metadata", {}).get("deletionTimestamp"):
         return SyncResult(False)
     if kind.sync == "job":
-        new = _job_status(manager, worker, now, first_only)
+        new = _job_status(manager, worker, now)
     elif kind.sync == "pod":
-        new = _pod_status(manager, worker, first_only)
+        new = _pod_status(manager, worker)
     else:
         new = typed_status(kind, worker)
     if new == typed_status(kind, manager):

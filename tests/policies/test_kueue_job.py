@@ -142,15 +142,16 @@ def test_worker_without_status_resets_the_manager_status() -> None:
     assert ref.apply_merge_patch(manager, patch)["status"] == {}
 
 
-def test_two_suspended_conditions_are_the_documented_difference() -> None:
+def test_only_the_first_of_two_suspended_conditions_is_replaced() -> None:
+    # setJobStatusCondition replaces the first condition of the type (never two in practice)
     manager = read(JOB / "manager.yaml")
     false = {**SUSPENDED_BY_MULTIKUEUE, "status": "False", "reason": "A"}
     manager["status"] = {"conditions": [false, {**false, "reason": "B"}]}
     worker = read(JOB / "worker-running.yaml")
     patch = _sync(manager, worker)
-    assert patch == {"status": {"conditions": [SUSPENDED_BY_MULTIKUEUE, SUSPENDED_BY_MULTIKUEUE]}}
+    assert patch == {"status": {"conditions": [SUSPENDED_BY_MULTIKUEUE, {**false, "reason": "B"}]}}
     kueue = ref.sync(ref.KINDS["job"], manager, worker, NOW)
-    assert kueue.status["conditions"] == [SUSPENDED_BY_MULTIKUEUE, {**false, "reason": "B"}]
+    assert kueue.status == patch["status"]
 
 
 def test_inputs_are_not_modified() -> None:

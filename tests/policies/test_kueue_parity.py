@@ -66,15 +66,7 @@ def test_sync_equals_kueue(kind: str, manager: dict[str, Any], worker: dict[str,
     patch = adapter(kind).sync(manager, worker, context())
     expected = ref.sync(model, manager, worker, NOW)
     assert (manager, worker) == before, "sync must not modify its inputs"
-    try:
-        _check_sync(model, manager, patch, expected)
-    except AssertionError:
-        # The one documented difference (see the job and pod policies): with two conditions
-        # of the type being set, Kueue replaces the first and the policy every one.
-        documented = ref.sync(model, manager, worker, NOW, first_only=False)
-        if documented == expected:
-            raise
-        _check_sync(model, manager, patch, documented)
+    _check_sync(model, manager, patch, expected)
 
 
 def _check_sync(
