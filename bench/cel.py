@@ -4,8 +4,8 @@ A corpus of Kubernetes-style expressions (field access, has(), optional chains,
 map/filter/all over lists of 100 items, string functions, JSONPatch construction) is
 evaluated on realistic objects, side by side in one process:
 
-* mkpolicy: ``Program.evaluate`` on the plain JSON objects, result converted back to
-  plain Python (``from_cel``), the way the engine uses it;
+* mkpolicy: ``Program.evaluate`` on the plain JSON objects, the way the engine uses
+  it (bindings and results are plain Python values already; JSON needs no conversion);
 * cel-python: its stock ``InterpretedRunner``, the objects converted with
   ``celpy.json_to_cel`` on every evaluation (they change between evaluations);
 * cel-expr-python: Google's C++ runtime, with its value conversion (``eval(data=...)``
@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from mkpolicy.cel import Environment, Program
-from mkpolicy.cel.convert import from_cel
 from mkpolicy.cel.values import ObjectValue
 
 VARIABLES = ["object", "managerObject", "workerObject", "params"]
@@ -232,10 +231,7 @@ def bindings() -> dict[str, Any]:
 def mkpolicy_fn(case: Case) -> Callable[[dict[str, Any]], Any]:
     program = Program(case.expression, Environment.of(VARIABLES))
 
-    def run(b: dict[str, Any]) -> Any:
-        return from_cel(program.evaluate(b))
-
-    return run
+    return program.evaluate
 
 
 def celpy_fn(case: Case) -> Callable[[dict[str, Any]], Any] | None:

@@ -22,12 +22,14 @@ from mkpolicy.cel.errors import (
     CelTypeError,
 )
 from mkpolicy.cel.program import DEFAULT_COST_LIMIT, CelInternalError, Program, compile, evaluate
+from mkpolicy.cel.runtime import Budget
 from mkpolicy.cel.values import Uint
 from mkpolicy.errors import CelError
 
 __all__ = [
     "DEFAULT_COST_LIMIT",
     "PER_CALL_LIMIT",
+    "Budget",
     "CelCompileError",
     "CelCostError",
     "CelError",

@@ -348,7 +348,16 @@ class Checker:
         return self._resolve_overloads(node, node.function, OPERATORS[node.function], arg_types)
 
     def _call_function(self, node: ast.Call, name: str, args: list[ast.Node], receiver: bool) -> Type:
-        arg_types = [self._check(a) for a in args]
+        if name == "format" and receiver:
+            # Kubernetes exempts the argument list of format() from the homogeneous
+            # literal rule: '%s is %d'.format(['a', 1]) is fine.
+            saved, self.homogeneous = self.homogeneous, False
+            try:
+                arg_types = [self._check(a) for a in args]
+            finally:
+                self.homogeneous = saved
+        else:
+            arg_types = [self._check(a) for a in args]
         fn = self.env.library.lookup(name, receiver=receiver)
         if fn is None:
             self.error(f"undeclared reference to function '{name}'", node.pos)

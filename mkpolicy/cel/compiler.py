@@ -19,6 +19,8 @@ from mkpolicy.cel import ast
 from mkpolicy.cel.cost import comprehension_step_cost
 from mkpolicy.cel.environment import Environment
 from mkpolicy.cel.errors import CelCompileError, EvalError, no_overload
+from mkpolicy.cel.library.regex import compile_regex
+from mkpolicy.cel.library.time import parse_duration, parse_timestamp
 from mkpolicy.cel.runtime import (
     ARITHMETIC,
     Budget,
@@ -198,6 +200,7 @@ class Compiler:
             raise self.error(f"undeclared reference to function '{name}'", pos)
         if len(arg_nodes) not in fn.arities:
             raise self.error(_arity_message(name, fn.arities, len(arg_nodes)), pos)
+        self._validate_literals(name, arg_nodes)
         args = [self.compile(n) for n in arg_nodes]
         return _call(fn.impl, args, pos, fn.cost, fn.needs_budget)
 
@@ -215,8 +218,24 @@ class Compiler:
         if len(node.args) not in fn.arities:
             raise self.error(_arity_message(name, fn.arities, len(node.args)), node.pos)
         assert node.target is not None
+        self._validate_literals(name, [node.target, *node.args])
         args = [self.compile(node.target)] + [self.compile(n) for n in node.args]
         return _call(fn.impl, args, node.pos, fn.cost, fn.needs_budget)
+
+    def _validate_literals(self, name: str, operands: list[ast.Node]) -> None:
+        """Reject constant arguments that can never work, as Kubernetes' validators do:
+        regular expressions, ``duration('...')`` and ``timestamp('...')`` literals."""
+        literal = [n.value if isinstance(n, ast.Literal) and type(n.value) is str else None for n in operands]
+        try:
+            if name in ("matches", "find", "findAll") and len(literal) >= 2 and literal[1] is not None:
+                compile_regex(literal[1])
+            elif name == "duration" and len(literal) == 1 and literal[0] is not None:
+                parse_duration(literal[0])
+            elif name == "timestamp" and len(literal) == 1 and literal[0] is not None:
+                parse_timestamp(literal[0])
+        except EvalError as exc:
+            arg = operands[1] if name in ("matches", "find", "findAll") else operands[0]
+            raise self.error(exc.message, arg.pos) from None
 
     # -- operators ----------------------------------------------------------------------
     def _logical(self, node: ast.Call) -> Evaluator:
@@ -329,7 +348,7 @@ class Compiler:
                 # cel-go charges 0.1 per character of a concatenation; lists are
                 # charged the same way here because Python copies them.
                 try:
-                    a[BUDGET_KEY].charge(len(result) // 10)
+                    a[BUDGET_KEY].charge(len(result) // 10, pos)
                 except EvalError as exc:
                     raise _stamp(exc, pos) from None
             return result
@@ -344,7 +363,7 @@ class Compiler:
             try:
                 c = container(a)
                 if type(c) is list and len(c) >= _LONG_LIST:
-                    a[BUDGET_KEY].charge(len(c))
+                    a[BUDGET_KEY].charge_call(len(c))
                 return contains(c, item(a))
             except EvalError as exc:
                 raise _stamp(exc, pos) from None
@@ -561,7 +580,7 @@ def _call(
             values = [f(a) for f in args]
             try:
                 result = impl(*values)
-                a[BUDGET_KEY].charge(cost(result, *values))
+                a[BUDGET_KEY].charge_call(cost(result, *values))
             except EvalError as exc:
                 raise _stamp(exc, pos) from None
             return result
@@ -673,7 +692,7 @@ def _quantifier(macro: str) -> ComprehensionBuilder:
             budget: Budget = a[BUDGET_KEY]
             first_error: EvalError | None = None
             for item in _iteration(rng(a), two, pos):
-                budget.charge(step)
+                budget.charge(step, pos)
                 if two:
                     a[k1], a[k2] = item  # type: ignore[index]
                 else:
@@ -705,7 +724,7 @@ def _exists_one(rng: Evaluator, k1: str, k2: str | None, args: list[Evaluator], 
         budget: Budget = a[BUDGET_KEY]
         count = 0
         for item in _iteration(rng(a), two, pos):
-            budget.charge(step)
+            budget.charge(step, pos)
             if two:
                 a[k1], a[k2] = item  # type: ignore[index]
             else:
@@ -724,8 +743,11 @@ def _map(rng: Evaluator, k1: str, k2: str | None, args: list[Evaluator], pos: in
     def map_(a: dict[str, Any]) -> list[Any]:
         budget: Budget = a[BUDGET_KEY]
         out = []
-        for item in _iteration(rng(a), False, pos):
-            budget.charge(step)
+        source = rng(a)
+        items = _iteration(source, False, pos)
+        # No early exit: all iterations are charged before the first one runs.
+        budget.charge(len(source) * step, pos)
+        for item in items:
             a[k1] = item
             if keep is not None and not _bool_result(keep(a), "map", pos):
                 continue
@@ -741,8 +763,10 @@ def _filter(rng: Evaluator, k1: str, k2: str | None, args: list[Evaluator], pos:
     def filter_(a: dict[str, Any]) -> list[Any]:
         budget: Budget = a[BUDGET_KEY]
         out = []
-        for item in _iteration(rng(a), False, pos):
-            budget.charge(step)
+        source = rng(a)
+        items = _iteration(source, False, pos)
+        budget.charge(len(source) * step, pos)
+        for item in items:
             a[k1] = item
             if _bool_result(pred(a), "filter", pos):
                 out.append(item)
@@ -761,8 +785,9 @@ def _transform(kind: str) -> ComprehensionBuilder:
             source = rng(a)
             out_list: list[Any] = []
             out_map: dict[Any, Any] = {}
-            for first, second in _iteration(source, True, pos):
-                budget.charge(step)
+            pairs = _iteration(source, True, pos)
+            budget.charge(len(source) * step, pos)
+            for first, second in pairs:
                 a[k1] = first
                 a[k2] = second  # type: ignore[index]
                 if keep is not None and not _bool_result(keep(a), kind, pos):
@@ -822,10 +847,10 @@ def _sort_by(rng: Evaluator, k1: str, k2: str | None, args: list[Evaluator], pos
             raise EvalError(f"sortBy() needs a list, got {type_name(items)}", pos)
         keys = []
         for item in items:
-            budget.charge(step)
+            budget.charge(step, pos)
             a[k1] = item
             keys.append(key_fn(a))
-        budget.charge(len(items) * max(1, len(items).bit_length()))
+        budget.charge(len(items) * max(1, len(items).bit_length()), pos)
         try:
             order = sort_indexes("sortBy", keys)
         except EvalError as exc:

@@ -138,6 +138,7 @@ _TOKEN_NAMES = {
     "LESSTHAN": "'<'",
     "MORETHAN": "'>'",
     "IDENT": "an identifier",
+    "ESC_IDENT": "a `quoted` field name",
     "INT_LIT": "a number",
     "UINT_LIT": "a number",
     "FLOAT_LIT": "a number",
@@ -450,6 +451,8 @@ class _ToAst(Transformer_NonRecursive[Any, Any]):
         if name in ("optMap", "optFlatMap", "sortBy") and n == 2 and isinstance(args[0], ast.Ident):
             var = self._macro_var(args[0], name)
             return ast.Comprehension(pos, name, target, var, None, [args[1]])
+        if n >= 2 and not isinstance(args[0], ast.Ident) and self._is_macro_shape(name, n):
+            raise _AstError(f"{name}(): the variable must be a simple name", args[0].pos)
         if name in _MACROS_TWO_VAR and isinstance(args[0], ast.Ident) and n >= 3 and isinstance(args[1], ast.Ident):
             macro = "exists_one" if name == "existsOne" else name
             arity_ok = n == 3 if macro in ("all", "exists", "exists_one") else n in (3, 4)
@@ -476,6 +479,15 @@ class _ToAst(Transformer_NonRecursive[Any, Any]):
         if name in ("iterVar", "accuVar") and len(ints) == 2:
             return ast.Ident(pos, f"@{name}:{ints[0]}:{ints[1]}")
         return None
+
+    @staticmethod
+    def _is_macro_shape(name: str, n: int) -> bool:
+        """A call that can only be meant as a macro (``l.map(x.y, ...)`` is a mistake)."""
+        if name in _MACROS_ONE_VAR and n == _MACROS_ONE_VAR[name]:
+            return True
+        if name == "map" and n in (2, 3):
+            return True
+        return name in ("transformList", "transformMap", "transformMapEntry") and n in (3, 4)
 
     def _macro_var(self, node: ast.Node, macro: str) -> str:
         if isinstance(node, ast.Ident) and node.name.startswith("@"):

@@ -80,11 +80,17 @@ class Budget:
         self.limit = limit
         self.remaining = limit
 
-    def charge(self, amount: int) -> None:
-        """Spend ``amount``; raise when the budget is exhausted."""
+    def charge(self, amount: int, pos: int | None = None) -> None:
+        """Spend ``amount``; raise a cost error (at ``pos``) when the budget is exhausted."""
         self.remaining -= amount
         if self.remaining < 0:
-            raise EvalError(f"operation cancelled: actual cost limit exceeded (limit {self.limit})", cost=True)
+            raise EvalError(f"operation cancelled: actual cost limit exceeded (limit {self.limit})", pos, cost=True)
+
+    def charge_call(self, cost: int, pos: int | None = None) -> None:
+        """Charge a function call whose cel-go cost is ``cost``: the evaluator already
+        charged 1 for the call (its fixed cost), so this spends ``cost - 1``."""
+        if cost > 1:
+            self.charge(cost - 1, pos)
 
     @property
     def used(self) -> int:

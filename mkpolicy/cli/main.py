@@ -23,6 +23,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("explain", "mkpolicy.cli.explain", "what a policy does: per phase, the fields each patch reads and writes"),
     ("export", "mkpolicy.cli.export", "print Kueue configuration (externalFrameworks) or RBAC for policies"),
     ("schema", "mkpolicy.cli.schema", "print the JSON Schema of FrameworkPolicy documents"),
+    ("eval", "mkpolicy.cli.eval", "evaluate a CEL expression against objects and print the result as JSON"),
 ]
 
 EPILOG = """\

@@ -59,6 +59,8 @@ def _collect_file(file: str, out: Collected, explicit: bool) -> None:
     except PolicyError as exc:
         out.input_errors.append(exc)
         return
+    if not explicit and not may_hold_policies(text):
+        return  # test suites, example objects, CRDs: skipped without the slow positional parse
     try:
         documents = list(parse_documents(text, file))
     except InputError as exc:
@@ -104,6 +106,33 @@ def _validate(doc: Document, out: Collected) -> None:
             out.findings.append(Finding.at(classify(problem), problem.message, problem.location))
         return
     out.policies.append(policy)
+
+
+def may_hold_policies(text: str) -> bool:
+    """Whether a YAML stream may hold a FrameworkPolicy, judged from libyaml's node tree.
+
+    Documents are classified as :func:`_kind_of` does; streams libyaml cannot compose
+    (syntax errors, anything odd) count as relevant, so that the full parse reports them.
+    """
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        for node in yaml.compose_all(text, Loader=loader):
+            if not isinstance(node, yaml.MappingNode):
+                return True
+            header = {
+                key.value: value.value
+                for key, value in node.value
+                if isinstance(key, yaml.ScalarNode) and isinstance(value, yaml.ScalarNode)
+            }
+            keys = {key.value for key, _ in node.value if isinstance(key, yaml.ScalarNode)}
+            data = {k: header.get(k, True) for k in keys}
+            if _kind_of(data) == "policy":
+                return True
+    except Exception:
+        return True
+    return False
 
 
 def classify(problem: PolicyError) -> str:

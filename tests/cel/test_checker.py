@@ -61,7 +61,16 @@ def errors(expression: str) -> list[tuple[int | None, str]]:
         "object.spec.ratio < 1",  # cross-type numeric comparison (Kubernetes enables it)
         "object.spec.name.startsWith('x') && size(object.spec.name) < 10",
         "object.spec.tasks.all(t, t.name != '' && t.image.contains(':'))",
-        "object.spec.tasks.map(t, t.name).size() > 1",
+        "object.spec.tasks.map(t, t.name).join(',')",
+        "'%s has %d tasks'.format([object.spec.name, size(object.spec.tasks)])",
+        "quantity(object.spec.name).isGreaterThan(quantity('1Gi'))",
+        "ip(object.spec.name).family() == 4 && cidr('10.0.0.0/8').containsIP(object.spec.name)",
+        "url(object.spec.name).getQuery()['a'][0].lowerAscii() == 'x'",
+        "semver(object.spec.name, true).isLessThan(semver('2.0.0'))",
+        "format.dns1123Label().validate(object.spec.name).orValue([]).size() == 0",
+        "math.greatest(object.spec.replicas, 3, 1) < 10 && math.least([1.5, object.spec.ratio]) > 0.0",
+        "object.spec.tasks.sortBy(t, t.name)[0].image.matches('^reg')",
+        "object.spec.name.split('-').exists(p, p.find('[0-9]+') != '')",
         "object.spec.env['A'] + 'x'",
         "object.spec.env.exists(k, k.startsWith('KUEUE_'))",
         "object.spec.free.anything.goes == 1",
@@ -106,6 +115,10 @@ def test_well_typed(expression: str) -> None:
         ("[1, 'a']", 4, "expected type 'int' but found 'string'"),
         ("{'a': 1, 'b': true}", 14, "expected type 'int' but found 'bool'"),
         ("object.metadata.nam", 16, "undefined field 'nam'"),
+        ("quantity(object.spec.replicas)", 0, "'quantity' applied to '(int)'"),
+        ("ip('1.2.3.4').family() == 'four'", 23, "'_==_' applied to '(int, string)'"),
+        ("object.spec.tasks.join(',')", 18, "'join' applied to '(list(object.spec.tasks), string)'"),
+        ("math.greatest('a', 'b')", 5, "'math.greatest' applied to '(string, string)'"),
     ],
 )
 def test_type_errors(expression: str, offset: int, fragment: str) -> None:

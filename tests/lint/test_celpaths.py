@@ -76,7 +76,10 @@ def test_known_tokens_decode_escapes() -> None:
     ("expression", "writes"),
     [
         ('Object{metadata: Object.metadata{labels: {"a/b": "c"}}}', ["/metadata/labels/a~1b"]),
-        ("Object{spec: Object.spec{replicas: 1, template: Object.spec.template{}}}", ["/spec/replicas", "/spec/template"]),
+        (
+            "Object{spec: Object.spec{replicas: 1, template: Object.spec.template{}}}",
+            ["/spec/replicas", "/spec/template"],
+        ),
         ("Object{metadata: Object.metadata{annotations: {k: v}}}", ["/metadata/annotations/*"]),
         ("c ? Object{spec: Object.spec{a: 1}} : Object{status: Object.status{b: 2}}", ["/spec/a", "/status/b"]),
         ("Object{spec: Object.spec{items: [Object.spec.items{name: 'x'}]}}", ["/spec/items"]),

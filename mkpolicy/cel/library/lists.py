@@ -119,20 +119,19 @@ def flatten(value: Any, depth: Any = 1) -> list[Any]:
     return _flatten(items, min(depth, 100))
 
 
-def _distinct_cost(result: Any, value: Any) -> int:
-    return max(1, len(value) * max(1, len(result))) if type(value) is list and type(result) is list else 1
-
-
-@function("distinct", signatures=["(list(A)) -> list(A)"], receiver=True, cost=_distinct_cost)
-def distinct(value: Any) -> list[Any]:
+@function("distinct", signatures=["(list(A)) -> list(A)"], receiver=True, needs_budget=True)
+def distinct(budget: Any, value: Any) -> list[Any]:
+    items = _list("distinct", value)
+    # Quadratic (CEL equality has no hash): charged before the work.
+    budget.charge_call(len(items) * len(items) or 1)
     out: list[Any] = []
-    for item in _list("distinct", value):
+    for item in items:
         if not any(cel_equal(item, seen) for seen in out):
             out.append(item)
     return out
 
 
-def _sort_cost(result: Any, value: Any) -> int:
+def _sort_cost(value: Any) -> int:
     n = len(value) if type(value) is list else 1
     return max(1, n * max(1, n.bit_length()))
 
@@ -162,9 +161,11 @@ def _cmp(name: str, a: Any, b: Any) -> int:
     return 0 if result == 2 else result
 
 
-@function("sort", signatures=[f"(list({t})) -> list({t})" for t in _COMPARABLE], receiver=True, cost=_sort_cost)
-def sort(value: Any) -> list[Any]:
-    return sort_values("sort", _list("sort", value))
+@function("sort", signatures=[f"(list({t})) -> list({t})" for t in _COMPARABLE], receiver=True, needs_budget=True)
+def sort(budget: Any, value: Any) -> list[Any]:
+    items = _list("sort", value)
+    budget.charge_call(_sort_cost(items))
+    return sort_values("sort", items)
 
 
 #: Longest list ``lists.range`` builds.
@@ -192,30 +193,30 @@ def last(value: Any) -> OptionalValue:
     return OptionalValue(items[-1]) if items else OPTIONAL_NONE
 
 
-def _product_cost(result: Any, a: Any, b: Any) -> int:
-    if type(a) is list and type(b) is list:
-        return 1 + len(a) * len(b)
-    return 1
-
-
-def _contains_all(name: str, a: Any, b: Any) -> bool:
+def _sets(name: str, budget: Any, a: Any, b: Any, factor: int) -> None:
+    """Check the arguments and charge cel-go's cost (the product of the sizes) first."""
     if type(a) is not list or type(b) is not list:
         raise no_overload(name, a, b)
+    budget.charge_call(1 + len(a) * len(b) * factor)
+
+
+def _contains_all(a: list[Any], b: list[Any]) -> bool:
     return all(any(cel_equal(x, y) for y in a) for x in b)
 
 
-@function("sets.contains", signatures=["(list(A), list(A)) -> bool"], cost=_product_cost)
-def sets_contains(a: Any, b: Any) -> bool:
-    return _contains_all("sets.contains", a, b)
+@function("sets.contains", signatures=["(list(A), list(A)) -> bool"], needs_budget=True)
+def sets_contains(budget: Any, a: Any, b: Any) -> bool:
+    _sets("sets.contains", budget, a, b, 1)
+    return _contains_all(a, b)
 
 
-@function("sets.equivalent", signatures=["(list(A), list(A)) -> bool"], cost=lambda r, a, b: 2 * _product_cost(r, a, b))
-def sets_equivalent(a: Any, b: Any) -> bool:
-    return _contains_all("sets.equivalent", a, b) and _contains_all("sets.equivalent", b, a)
+@function("sets.equivalent", signatures=["(list(A), list(A)) -> bool"], needs_budget=True)
+def sets_equivalent(budget: Any, a: Any, b: Any) -> bool:
+    _sets("sets.equivalent", budget, a, b, 2)
+    return _contains_all(a, b) and _contains_all(b, a)
 
 
-@function("sets.intersects", signatures=["(list(A), list(A)) -> bool"], cost=_product_cost)
-def sets_intersects(a: Any, b: Any) -> bool:
-    if type(a) is not list or type(b) is not list:
-        raise no_overload("sets.intersects", a, b)
+@function("sets.intersects", signatures=["(list(A), list(A)) -> bool"], needs_budget=True)
+def sets_intersects(budget: Any, a: Any, b: Any) -> bool:
+    _sets("sets.intersects", budget, a, b, 1)
     return any(any(cel_equal(x, y) for y in a) for x in b)

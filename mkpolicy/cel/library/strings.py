@@ -23,17 +23,19 @@ _CHARGE_FACTOR = 0.1
 
 
 def _traversal(value: Any) -> int:
-    return math.ceil(len(value) * _CHARGE_FACTOR) if type(value) in (str, bytes) else 1
+    """ceil(0.1 * len(value)) for strings and bytes, else 1."""
+    t = type(value)
+    return (len(value) + 9) // 10 if t is str or t is bytes else 1
 
 
 def _cost_target(result: Any, target: Any, *args: Any) -> int:
     """Kubernetes: one traversal of the receiver (0.1 per character)."""
-    return max(1, _traversal(target))
+    return (len(target) + 9) // 10 or 1 if type(target) is str else 1
 
 
 def _cost_target_twice(result: Any, target: Any, *args: Any) -> int:
     """Kubernetes: traversal plus construction of the result (0.2 per character)."""
-    return max(1, math.ceil(len(target) * 2 * _CHARGE_FACTOR) if type(target) is str else 1)
+    return (len(target) + 4) // 5 or 1 if type(target) is str else 1
 
 
 def _int_arg(function_name: str, *values: Any) -> None:
@@ -123,14 +125,14 @@ _UPPER = {i + 32: i for i in range(ord("A"), ord("Z") + 1)}
 def lower_ascii(s: Any) -> str:
     if type(s) is not str:
         raise no_overload("lowerAscii", s)
-    return s.translate(_LOWER)
+    return s.lower() if s.isascii() else s.translate(_LOWER)
 
 
 @function("upperAscii", signatures=["(string) -> string"], receiver=True, cost=_cost_target)
 def upper_ascii(s: Any) -> str:
     if type(s) is not str:
         raise no_overload("upperAscii", s)
-    return s.translate(_UPPER)
+    return s.upper() if s.isascii() else s.translate(_UPPER)
 
 
 def _replace_cost(result: Any, target: Any, *args: Any) -> int:
@@ -150,12 +152,14 @@ def replace(budget: Any, s: Any, old: Any, new: Any, n: Any = -1) -> str:
         raise no_overload("replace", s, old, new, *(() if n == -1 else (n,)))
     # Charge for the result before building it: an empty ``old`` inserts ``new``
     # between every character.
-    if old == "":
-        count = len(s) + 1 if n < 0 else min(n, len(s) + 1)
+    if len(new) <= len(old):
+        size = len(s)
+    elif old == "":
+        size = len(s) + (len(s) + 1 if n < 0 else min(n, len(s) + 1)) * len(new)
     else:
         count = s.count(old) if n < 0 else min(n, s.count(old))
-    size = len(s) + count * (len(new) - len(old))
-    budget.charge(max(1, math.ceil((len(s) + size) * _CHARGE_FACTOR)))
+        size = len(s) + count * (len(new) - len(old))
+    budget.charge_call((len(s) + size + 9) // 10 or 1)
     if n == 0:
         return s
     if old == "":
@@ -228,22 +232,22 @@ def trim(s: Any) -> str:
     return s.strip(_GO_SPACE)
 
 
-def _join_cost(result: Any, *args: Any) -> int:
-    return max(1, math.ceil(len(result) * 2 * _CHARGE_FACTOR)) if type(result) is str else 1
-
-
 @function(
     "join",
     signatures=["(list(string)) -> string", "(list(string), string) -> string"],
     receiver=True,
-    cost=_join_cost,
+    needs_budget=True,
 )
-def join(items: Any, sep: Any = "") -> str:
+def join(budget: Any, items: Any, sep: Any = "") -> str:
     if type(items) is not list or type(sep) is not str:
         raise no_overload("join", items, sep)
+    size = len(sep) * max(len(items) - 1, 0)
     for item in items:
         if type(item) is not str:
             raise EvalError(f"join: list element is a {type_name(item)}, not a string")
+        size += len(item)
+    # Kubernetes: 0.2 per character of the result, charged before it is built.
+    budget.charge_call((size + 4) // 5 or 1)
     return sep.join(items)
 
 
@@ -398,15 +402,16 @@ def _format_hex(value: Any, upper: bool) -> str:
 MAX_PRECISION = 64
 
 
-def _format_cost(result: Any, target: Any, args: Any) -> int:
-    return max(1, _traversal(target) + (_traversal(result) if type(result) is str else 0))
+@function("format", signatures=["(string, list(dyn)) -> string"], receiver=True, needs_budget=True)
+def format_(budget: Any, template: Any, args: Any) -> str:
+    """``"%s is %d".format([a, b])``: clauses %s %d %f %e %b %o %x %X and %%.
 
-
-@function("format", signatures=["(string, list(dyn)) -> string"], receiver=True, cost=_format_cost)
-def format_(template: Any, args: Any) -> str:
-    """``"%s is %d".format([a, b])``: clauses %s %d %f %e %b %o %x %X and %%."""
+    The template is charged first (cel-go: 0.1 per character), then every formatted
+    argument as it is produced, so a huge result stops at the budget.
+    """
     if type(template) is not str or type(args) is not list:
         raise no_overload("format", template, args)
+    budget.charge_call(_traversal(template))
     out: list[str] = []
     i = 0
     arg = 0
@@ -445,6 +450,8 @@ def format_(template: Any, args: Any) -> str:
             raise EvalError(f"index {arg} out of range")
         value = args[arg]
         arg += 1
+        if out and len(out[-1]) >= 64:
+            budget.charge(len(out[-1]) // 10)
         if verb == "s":
             out.append(_format_string(value))
         elif verb == "d":
