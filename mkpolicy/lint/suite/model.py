@@ -4,9 +4,10 @@ specifies it, validated with pydantic; problems are reported with file positions
 
 from __future__ import annotations
 
+import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from mkpolicy.errors import PolicyError
 from mkpolicy.policy.source import Document, Path
@@ -29,6 +30,15 @@ class SuiteContext(_Model):
     identifier: Literal["annotation", "label"] | None = None
     workload: dict[str, Any] | None = None
     workloadFile: str | None = None
+    #: CEL's ``now``: an RFC 3339 time with a zone (default: the wall clock at each call).
+    now: datetime.datetime | None = None
+
+    @field_validator("now")
+    @classmethod
+    def _zoned(cls, value: datetime.datetime | None) -> datetime.datetime | None:
+        if value is not None and value.utcoffset() is None:
+            raise ValueError("now: expected an RFC 3339 time with a zone, e.g. 2026-05-04T10:00:30Z")
+        return value
 
     @model_validator(mode="after")
     def _one_workload(self) -> SuiteContext:

@@ -194,6 +194,7 @@ def build_context(suite: SuiteDocument, case: Case, manager: dict[str, Any], doc
         cluster=merged.get("cluster") or "worker1",
         workload=merged.get("workload"),
         identifier=merged.get("identifier") or "annotation",
+        now=merged.get("now"),
     )
 
 
