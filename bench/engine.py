@@ -25,8 +25,15 @@ ROOT = Path(__file__).resolve().parent.parent
 ORIGIN = "kueue.x-k8s.io/multikueue-origin"
 PREBUILT = "kueue.x-k8s.io/prebuilt-workload-name"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
-STATUS_FIELDS = ("conditions", "startTime", "completionTime", "finallyStartTime", "results", "childReferences",
-                 "skippedTasks")
+STATUS_FIELDS = (
+    "conditions",
+    "startTime",
+    "completionTime",
+    "finallyStartTime",
+    "results",
+    "childReferences",
+    "skippedTasks",
+)
 
 
 def _deep(value: Any) -> Any:

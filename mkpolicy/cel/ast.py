@@ -131,8 +131,9 @@ class Comprehension(Node):
     ``macro`` is one of ``all``, ``exists``, ``exists_one``, ``map`` (``args``:
     [transform] or [filter, transform]), ``filter``, ``transformList``,
     ``transformMap``, ``transformMapEntry`` (two variables; ``args`` [transform] or
-    [filter, transform]), ``optMap``, ``optFlatMap`` and ``bind`` (``iter_range`` is
-    the bound value, ``args`` [body]). ``var2`` is set for two-variable forms.
+    [filter, transform]), ``optMap``, ``optFlatMap``, ``sortBy`` (``args`` [key]) and
+    ``bind`` (``iter_range`` is the bound value, ``args`` [body]). ``var2`` is set for
+    two-variable forms.
     """
 
     macro: str

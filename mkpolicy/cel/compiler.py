@@ -16,8 +16,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from mkpolicy.cel import ast
+from mkpolicy.cel.cost import comprehension_step_cost
 from mkpolicy.cel.environment import Environment
 from mkpolicy.cel.errors import CelCompileError, EvalError, no_overload
+from mkpolicy.cel.library.regex import compile_regex
+from mkpolicy.cel.library.time import parse_duration, parse_timestamp
 from mkpolicy.cel.runtime import (
     ARITHMETIC,
     Budget,
@@ -44,8 +47,11 @@ Evaluator = Callable[[dict[str, Any]], Any]
 
 #: Activation key holding the evaluation's :class:`Budget`.
 BUDGET_KEY = "\x00budget"
-#: Concatenations producing values larger than this charge the budget by size.
-_LARGE = 1024
+#: Concatenations producing values at least this long charge the budget by size
+#: (shorter ones are covered by the fixed cost of the call).
+_LARGE = 64
+#: ``in`` on lists at least this long charges one unit per element.
+_LONG_LIST = 16
 
 _counter = itertools.count()
 
@@ -138,7 +144,7 @@ class Compiler:
             cur = cur.operand
         chain.reverse()
         base: Evaluator | None = None
-        if isinstance(cur, ast.Ident):
+        if isinstance(cur, ast.Ident) and (cur.root or cur.name not in self.scope):
             parts = [cur.name] + [s.field for s in chain]
             for n in range(len(parts), 0, -1):
                 base = self._resolve(parts[:n], cur.root, cur.pos)
@@ -146,7 +152,7 @@ class Compiler:
                     chain = chain[n - 1 :]
                     break
             if base is None:
-                if cur.name in self.scope or not self.env.allow_undeclared:
+                if not self.env.allow_undeclared:
                     raise self.error(f"undeclared reference to '{cur.name}'", cur.pos)
                 base = _variable(cur.name, cur.pos)
         else:
@@ -189,9 +195,12 @@ class Compiler:
         if fn is None:
             if self.env.library.lookup(name, receiver=True) is not None:
                 raise self.error(f"'{name}' must be called on a value, as x.{name}(...)", pos)
+            if self.env.allow_undeclared:
+                return _unknown_function(name, [self.compile(n) for n in arg_nodes], pos)
             raise self.error(f"undeclared reference to function '{name}'", pos)
         if len(arg_nodes) not in fn.arities:
             raise self.error(_arity_message(name, fn.arities, len(arg_nodes)), pos)
+        self._validate_literals(name, arg_nodes)
         args = [self.compile(n) for n in arg_nodes]
         return _call(fn.impl, args, pos, fn.cost, fn.needs_budget)
 
@@ -201,12 +210,32 @@ class Compiler:
         if fn is None:
             if self.env.library.lookup(name, receiver=False) is not None:
                 raise self.error(f"'{name}' is not a method; call it as {name}(...)", node.pos)
+            if self.env.allow_undeclared:
+                assert node.target is not None
+                args = [self.compile(node.target)] + [self.compile(n) for n in node.args]
+                return _unknown_function(name, args, node.pos)
             raise self.error(f"undeclared reference to function '{name}'", node.pos)
         if len(node.args) not in fn.arities:
             raise self.error(_arity_message(name, fn.arities, len(node.args)), node.pos)
         assert node.target is not None
+        self._validate_literals(name, [node.target, *node.args])
         args = [self.compile(node.target)] + [self.compile(n) for n in node.args]
         return _call(fn.impl, args, node.pos, fn.cost, fn.needs_budget)
+
+    def _validate_literals(self, name: str, operands: list[ast.Node]) -> None:
+        """Reject constant arguments that can never work, as Kubernetes' validators do:
+        regular expressions, ``duration('...')`` and ``timestamp('...')`` literals."""
+        literal = [n.value if isinstance(n, ast.Literal) and type(n.value) is str else None for n in operands]
+        try:
+            if name in ("matches", "find", "findAll") and len(literal) >= 2 and literal[1] is not None:
+                compile_regex(literal[1])
+            elif name == "duration" and len(literal) == 1 and literal[0] is not None:
+                parse_duration(literal[0])
+            elif name == "timestamp" and len(literal) == 1 and literal[0] is not None:
+                parse_timestamp(literal[0])
+        except EvalError as exc:
+            arg = operands[1] if name in ("matches", "find", "findAll") else operands[0]
+            raise self.error(exc.message, arg.pos) from None
 
     # -- operators ----------------------------------------------------------------------
     def _logical(self, node: ast.Call) -> Evaluator:
@@ -314,9 +343,12 @@ class Compiler:
                 result = impl(lv, rv)
             except EvalError as exc:
                 raise _stamp(exc, pos) from None
-            if type(result) in (str, bytes, list) and len(result) > _LARGE:
+            tr = type(result)
+            if (tr is str or tr is bytes or tr is list) and len(result) >= _LARGE:
+                # cel-go charges 0.1 per character of a concatenation; lists are
+                # charged the same way here because Python copies them.
                 try:
-                    a[BUDGET_KEY].charge(len(result) // _LARGE)
+                    a[BUDGET_KEY].charge(len(result) // 10, pos)
                 except EvalError as exc:
                     raise _stamp(exc, pos) from None
             return result
@@ -329,7 +361,10 @@ class Compiler:
 
         def in_(a: dict[str, Any]) -> bool:
             try:
-                return contains(container(a), item(a))
+                c = container(a)
+                if type(c) is list and len(c) >= _LONG_LIST:
+                    a[BUDGET_KEY].charge_call(len(c))
+                return contains(c, item(a))
             except EvalError as exc:
                 raise _stamp(exc, pos) from None
 
@@ -461,7 +496,7 @@ class Compiler:
         finally:
             self.scope = saved
         builder = _COMPREHENSIONS[node.macro]
-        return builder(iter_range, key1, key2, args, node.pos)
+        return builder(iter_range, key1, key2, args, node.pos, comprehension_step_cost(node))
 
 
 def _variable(name: str, pos: int) -> Evaluator:
@@ -472,6 +507,17 @@ def _variable(name: str, pos: int) -> Evaluator:
             raise EvalError(f"undeclared reference to '{name}' (no value bound)", pos) from None
 
     return variable
+
+
+def _unknown_function(name: str, args: list[Evaluator], pos: int) -> Evaluator:
+    """With undeclared names allowed, an unknown function fails when it is called."""
+
+    def unknown(a: dict[str, Any]) -> Any:
+        for f in args:
+            f(a)
+        raise EvalError(f"no such overload: unknown function '{name}'", pos)
+
+    return unknown
 
 
 def _select_chain(base: Evaluator, fields: list[tuple[str, int]]) -> Evaluator:
@@ -534,7 +580,7 @@ def _call(
             values = [f(a) for f in args]
             try:
                 result = impl(*values)
-                a[BUDGET_KEY].charge(cost(result, *values))
+                a[BUDGET_KEY].charge_call(cost(result, *values))
             except EvalError as exc:
                 raise _stamp(exc, pos) from None
             return result
@@ -614,7 +660,8 @@ _SPECIAL: dict[str, Callable[[Compiler, ast.Call], Evaluator]] = {
 
 # -- comprehension builders -------------------------------------------------------------
 
-ComprehensionBuilder = Callable[[Evaluator, str, "str | None", list[Evaluator], int], Evaluator]
+#: ``builder(range, key1, key2, args, pos, step)``; ``step`` is the fixed cost charged per iteration.
+ComprehensionBuilder = Callable[[Evaluator, str, "str | None", list[Evaluator], int, int], Evaluator]
 
 
 def _iteration(value: Any, two_vars: bool, pos: int) -> Any:
@@ -637,7 +684,7 @@ def _quantifier(macro: str) -> ComprehensionBuilder:
     # all: a false decides (errors elsewhere are absorbed); exists: a true decides.
     decisive = macro == "exists"
 
-    def build(rng: Evaluator, k1: str, k2: str | None, args: list[Evaluator], pos: int) -> Evaluator:
+    def build(rng: Evaluator, k1: str, k2: str | None, args: list[Evaluator], pos: int, step: int) -> Evaluator:
         (pred,) = args
         two = k2 is not None
 
@@ -645,7 +692,7 @@ def _quantifier(macro: str) -> ComprehensionBuilder:
             budget: Budget = a[BUDGET_KEY]
             first_error: EvalError | None = None
             for item in _iteration(rng(a), two, pos):
-                budget.charge(1)
+                budget.charge(step, pos)
                 if two:
                     a[k1], a[k2] = item  # type: ignore[index]
                 else:
@@ -669,7 +716,7 @@ def _quantifier(macro: str) -> ComprehensionBuilder:
     return build
 
 
-def _exists_one(rng: Evaluator, k1: str, k2: str | None, args: list[Evaluator], pos: int) -> Evaluator:
+def _exists_one(rng: Evaluator, k1: str, k2: str | None, args: list[Evaluator], pos: int, step: int) -> Evaluator:
     (pred,) = args
     two = k2 is not None
 
@@ -677,7 +724,7 @@ def _exists_one(rng: Evaluator, k1: str, k2: str | None, args: list[Evaluator], 
         budget: Budget = a[BUDGET_KEY]
         count = 0
         for item in _iteration(rng(a), two, pos):
-            budget.charge(1)
+            budget.charge(step, pos)
             if two:
                 a[k1], a[k2] = item  # type: ignore[index]
             else:
@@ -689,15 +736,18 @@ def _exists_one(rng: Evaluator, k1: str, k2: str | None, args: list[Evaluator], 
     return exists_one
 
 
-def _map(rng: Evaluator, k1: str, k2: str | None, args: list[Evaluator], pos: int) -> Evaluator:
+def _map(rng: Evaluator, k1: str, k2: str | None, args: list[Evaluator], pos: int, step: int) -> Evaluator:
     transform = args[-1]
     keep = args[0] if len(args) == 2 else None
 
     def map_(a: dict[str, Any]) -> list[Any]:
         budget: Budget = a[BUDGET_KEY]
         out = []
-        for item in _iteration(rng(a), False, pos):
-            budget.charge(1)
+        source = rng(a)
+        items = _iteration(source, False, pos)
+        # No early exit: all iterations are charged before the first one runs.
+        budget.charge(len(source) * step, pos)
+        for item in items:
             a[k1] = item
             if keep is not None and not _bool_result(keep(a), "map", pos):
                 continue
@@ -707,14 +757,16 @@ def _map(rng: Evaluator, k1: str, k2: str | None, args: list[Evaluator], pos: in
     return map_
 
 
-def _filter(rng: Evaluator, k1: str, k2: str | None, args: list[Evaluator], pos: int) -> Evaluator:
+def _filter(rng: Evaluator, k1: str, k2: str | None, args: list[Evaluator], pos: int, step: int) -> Evaluator:
     (pred,) = args
 
     def filter_(a: dict[str, Any]) -> list[Any]:
         budget: Budget = a[BUDGET_KEY]
         out = []
-        for item in _iteration(rng(a), False, pos):
-            budget.charge(1)
+        source = rng(a)
+        items = _iteration(source, False, pos)
+        budget.charge(len(source) * step, pos)
+        for item in items:
             a[k1] = item
             if _bool_result(pred(a), "filter", pos):
                 out.append(item)
@@ -724,7 +776,7 @@ def _filter(rng: Evaluator, k1: str, k2: str | None, args: list[Evaluator], pos:
 
 
 def _transform(kind: str) -> ComprehensionBuilder:
-    def build(rng: Evaluator, k1: str, k2: str | None, args: list[Evaluator], pos: int) -> Evaluator:
+    def build(rng: Evaluator, k1: str, k2: str | None, args: list[Evaluator], pos: int, step: int) -> Evaluator:
         transform = args[-1]
         keep = args[0] if len(args) == 2 else None
 
@@ -733,8 +785,9 @@ def _transform(kind: str) -> ComprehensionBuilder:
             source = rng(a)
             out_list: list[Any] = []
             out_map: dict[Any, Any] = {}
-            for first, second in _iteration(source, True, pos):
-                budget.charge(1)
+            pairs = _iteration(source, True, pos)
+            budget.charge(len(source) * step, pos)
+            for first, second in pairs:
                 a[k1] = first
                 a[k2] = second  # type: ignore[index]
                 if keep is not None and not _bool_result(keep(a), kind, pos):
@@ -759,7 +812,7 @@ def _transform(kind: str) -> ComprehensionBuilder:
 
 
 def _opt_map(flat: bool) -> ComprehensionBuilder:
-    def build(rng: Evaluator, k1: str, k2: str | None, args: list[Evaluator], pos: int) -> Evaluator:
+    def build(rng: Evaluator, k1: str, k2: str | None, args: list[Evaluator], pos: int, step: int) -> Evaluator:
         (transform,) = args
         macro = "optFlatMap" if flat else "optMap"
 
@@ -782,7 +835,32 @@ def _opt_map(flat: bool) -> ComprehensionBuilder:
     return build
 
 
-def _bind(rng: Evaluator, k1: str, k2: str | None, args: list[Evaluator], pos: int) -> Evaluator:
+def _sort_by(rng: Evaluator, k1: str, k2: str | None, args: list[Evaluator], pos: int, step: int) -> Evaluator:
+    (key_fn,) = args
+
+    def sort_by(a: dict[str, Any]) -> list[Any]:
+        from mkpolicy.cel.library.lists import sort_indexes
+
+        budget: Budget = a[BUDGET_KEY]
+        items = rng(a)
+        if type(items) is not list:
+            raise EvalError(f"sortBy() needs a list, got {type_name(items)}", pos)
+        keys = []
+        for item in items:
+            budget.charge(step, pos)
+            a[k1] = item
+            keys.append(key_fn(a))
+        budget.charge(len(items) * max(1, len(items).bit_length()), pos)
+        try:
+            order = sort_indexes("sortBy", keys)
+        except EvalError as exc:
+            raise _stamp(exc, pos) from None
+        return [items[i] for i in order]
+
+    return sort_by
+
+
+def _bind(rng: Evaluator, k1: str, k2: str | None, args: list[Evaluator], pos: int, step: int) -> Evaluator:
     (body,) = args
 
     def bind(a: dict[str, Any]) -> Any:
@@ -803,5 +881,6 @@ _COMPREHENSIONS: dict[str, ComprehensionBuilder] = {
     "transformMapEntry": _transform("transformMapEntry"),
     "optMap": _opt_map(False),
     "optFlatMap": _opt_map(True),
+    "sortBy": _sort_by,
     "bind": _bind,
 }

@@ -50,13 +50,33 @@ def to_cel(value: Any) -> Any:
 
 
 def from_cel(value: Any) -> Any:
-    """Convert a CEL runtime value into the public API's plain Python value."""
+    """Convert a CEL runtime value into the public API's plain Python value.
+
+    JSON-like values (the common case) are returned as they are, without a copy;
+    only containers holding timestamps, durations, messages... are rebuilt.
+    """
     t = type(value)
-    if t in (str, int, float, bool, bytes, Uint) or value is None:
+    if t is str or t is bool or t is int or value is None or t is float or t is Uint or t is bytes:
         return value
     if t is list:
-        return [from_cel(v) for v in value]
-    if t is dict or t is ObjectValue:
+        for i, item in enumerate(value):
+            ti = type(item)
+            if ti is str or ti is int or ti is bool or item is None or ti is float:
+                continue
+            converted = from_cel(item)
+            if converted is not item:
+                return value[:i] + [converted] + [from_cel(v) for v in value[i + 1 :]]
+        return value
+    if t is dict:
+        # Keys are strings, ints, uints or bools: plain already.
+        for v in value.values():
+            tv = type(v)
+            if tv is str or tv is int or tv is bool or v is None or tv is float:
+                continue
+            if from_cel(v) is not v:
+                return {k: from_cel(v2) for k, v2 in value.items()}
+        return value
+    if t is ObjectValue:
         return {from_cel(k): from_cel(v) for k, v in value.items()}
     if t is Timestamp:
         return value.to_datetime()
@@ -86,10 +106,12 @@ def to_json(value: Any) -> Any:
         for k, v in value.items():
             if type(k) is not str:
                 raise EvalError(f"map key {k!r} of type {type_name(k)} cannot be a JSON object key")
-            out[k] = to_json(v)
+            tv = type(v)
+            # Leaves inline: most of an object is strings, ints and booleans.
+            out[k] = v if tv is str or tv is int or tv is bool or v is None else to_json(v)
         return out
     if t is list or t is tuple:
-        return [to_json(v) for v in value]
+        return [v if type(v) is str or type(v) is int or v is None else to_json(v) for v in value]
     if t is bytes:
         return base64.b64encode(value).decode("ascii")
     if t is Timestamp:

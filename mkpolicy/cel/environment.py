@@ -38,6 +38,8 @@ class Environment:
     allow_undeclared: bool = False
     library: Library = field(default_factory=load_standard)
     message_fields: Callable[[str], frozenset[str] | None] = kubernetes_message_fields
+    #: Syntax outside the Kubernetes dialect: ``"block"`` (cel-go's ``cel.block``).
+    syntax: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, variables: Iterable[str], **kwargs: object) -> Environment:

@@ -82,8 +82,12 @@ def _lark() -> lark.Lark:
         return lark.Lark(grammar, **kwargs)
 
 
-def parse(text: str) -> ast.Node:
-    """Parse ``text`` into an AST, raising :class:`CelSyntaxError` with a position."""
+def parse(text: str, *, block: bool = False) -> ast.Node:
+    """Parse ``text`` into an AST, raising :class:`CelSyntaxError` with a position.
+
+    ``block`` enables cel-go's ``cel.block`` syntax (``cel.index(i)``,
+    ``cel.iterVar(i, j)``), which the Kubernetes dialect does not have.
+    """
     if len(text) > MAX_EXPRESSION_LENGTH:
         raise CelSyntaxError(
             f"expression is {len(text)} characters long; at most {MAX_EXPRESSION_LENGTH} are accepted",
@@ -95,7 +99,7 @@ def parse(text: str) -> ast.Node:
     except lark.exceptions.UnexpectedInput as exc:
         raise _syntax_error(text, exc) from None
     try:
-        node = _ToAst(text).transform(tree)
+        node = _ToAst(text, block).transform(tree)
     except lark.exceptions.VisitError as exc:
         if isinstance(exc.orig_exc, _AstError):
             raise CelSyntaxError(exc.orig_exc.message, text, exc.orig_exc.pos) from None
@@ -134,6 +138,7 @@ _TOKEN_NAMES = {
     "LESSTHAN": "'<'",
     "MORETHAN": "'>'",
     "IDENT": "an identifier",
+    "ESC_IDENT": "a `quoted` field name",
     "INT_LIT": "a number",
     "UINT_LIT": "a number",
     "FLOAT_LIT": "a number",
@@ -223,9 +228,10 @@ def _chain(self: _ToAst, meta: Any, children: list[Any]) -> Any:
 
 @v_args(meta=True)
 class _ToAst(Transformer_NonRecursive[Any, Any]):
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, block: bool = False) -> None:
         super().__init__()
         self.text = text
+        self.block = block
 
     def _op_pos(self, meta: Any, symbol: str) -> int:
         # The operator is the last token of ``left <op>``; lark's meta spans it.
@@ -301,7 +307,11 @@ class _ToAst(Transformer_NonRecursive[Any, Any]):
 
     def member_dot_opt(self, meta: Any, children: list[Any]) -> ast.Node:
         operand, name = children
-        return ast.Select(name.start_pos, operand, str(name), optional=True)
+        return ast.Select(name.start_pos, operand, _field_name(name), optional=True)
+
+    def member_dot_esc(self, meta: Any, children: list[Any]) -> ast.Node:
+        operand, name = children
+        return ast.Select(name.start_pos, operand, _field_name(name))
 
     def member_index(self, meta: Any, children: list[Any]) -> ast.Node:
         operand, index = children
@@ -395,11 +405,11 @@ class _ToAst(Transformer_NonRecursive[Any, Any]):
 
     def plain_fieldinit(self, meta: Any, children: list[Any]) -> ast.Entry:
         name, value = children
-        return ast.Entry(name.start_pos, str(name), value)
+        return ast.Entry(name.start_pos, _field_name(name), value)
 
     def opt_fieldinit(self, meta: Any, children: list[Any]) -> ast.Entry:
         name, value = children
-        return ast.Entry(name.start_pos, str(name), value, optional=True)
+        return ast.Entry(name.start_pos, _field_name(name), value, optional=True)
 
     def exprlist(self, meta: Any, children: list[Any]) -> list[ast.Node]:
         return children
@@ -427,6 +437,10 @@ class _ToAst(Transformer_NonRecursive[Any, Any]):
         if name == "bind" and isinstance(target, ast.Ident) and target.name == "cel" and len(args) == 3:
             var = self._macro_var(args[0], "cel.bind")
             return ast.Comprehension(pos, "bind", args[1], var, None, [args[2]])
+        if self.block and isinstance(target, ast.Ident) and target.name == "cel":
+            expanded = self._block(pos, name, args)
+            if expanded is not None:
+                return expanded
         n = len(args)
         if name in _MACROS_ONE_VAR and n == _MACROS_ONE_VAR[name] and isinstance(args[0], ast.Ident):
             var = self._macro_var(args[0], name)
@@ -434,9 +448,11 @@ class _ToAst(Transformer_NonRecursive[Any, Any]):
         if name == "map" and n in (2, 3) and isinstance(args[0], ast.Ident):
             var = self._macro_var(args[0], name)
             return ast.Comprehension(pos, "map", target, var, None, list(args[1:]))
-        if name in ("optMap", "optFlatMap") and n == 2 and isinstance(args[0], ast.Ident):
+        if name in ("optMap", "optFlatMap", "sortBy") and n == 2 and isinstance(args[0], ast.Ident):
             var = self._macro_var(args[0], name)
             return ast.Comprehension(pos, name, target, var, None, [args[1]])
+        if n >= 2 and not isinstance(args[0], ast.Ident) and self._is_macro_shape(name, n):
+            raise _AstError(f"{name}(): the variable must be a simple name", args[0].pos)
         if name in _MACROS_TWO_VAR and isinstance(args[0], ast.Ident) and n >= 3 and isinstance(args[1], ast.Ident):
             macro = "exists_one" if name == "existsOne" else name
             arity_ok = n == 3 if macro in ("all", "exists", "exists_one") else n in (3, 4)
@@ -448,10 +464,42 @@ class _ToAst(Transformer_NonRecursive[Any, Any]):
                 return ast.Comprehension(pos, macro, target, var, var2, list(args[2:]))
         return ast.Call(pos, name, args, target)
 
+    def _block(self, pos: int, name: str, args: list[ast.Node]) -> ast.Node | None:
+        """cel-go's ``cel.block([e0, e1...], body)``: slots bound in order, as nested binds."""
+        if name == "block" and len(args) == 2 and isinstance(args[0], ast.ListLit):
+            body = args[1]
+            for i in range(len(args[0].elements) - 1, -1, -1):
+                body = ast.Comprehension(pos, "bind", args[0].elements[i], f"@index{i}", None, [body])
+            return body
+        ints = [a.value for a in args if isinstance(a, ast.Literal) and type(a.value) is int]
+        if len(ints) != len(args):
+            return None
+        if name == "index" and len(ints) == 1:
+            return ast.Ident(pos, f"@index{ints[0]}")
+        if name in ("iterVar", "accuVar") and len(ints) == 2:
+            return ast.Ident(pos, f"@{name}:{ints[0]}:{ints[1]}")
+        return None
+
+    @staticmethod
+    def _is_macro_shape(name: str, n: int) -> bool:
+        """A call that can only be meant as a macro (``l.map(x.y, ...)`` is a mistake)."""
+        if name in _MACROS_ONE_VAR and n == _MACROS_ONE_VAR[name]:
+            return True
+        if name == "map" and n in (2, 3):
+            return True
+        return name in ("transformList", "transformMap", "transformMapEntry") and n in (3, 4)
+
     def _macro_var(self, node: ast.Node, macro: str) -> str:
+        if isinstance(node, ast.Ident) and node.name.startswith("@"):
+            return node.name
         if not isinstance(node, ast.Ident) or node.root:
             raise _AstError(f"{macro}(): the variable must be a simple name", node.pos)
         return node.name
+
+
+def _field_name(token: Any) -> str:
+    text = str(token)
+    return text[1:-1] if text.startswith("`") else text
 
 
 def _qualified_name(node: ast.Node) -> str | None:
@@ -512,7 +560,7 @@ _SIMPLE_ESCAPES = {
     "?": "?",
 }
 _ESCAPE_RE = re.compile(
-    r"\\(?:(?P<simple>[abfnrtv\\'\"`?])|x(?P<hex>[0-9a-fA-F]{2})|u(?P<u4>[0-9a-fA-F]{4})"
+    r"\\(?:(?P<simple>[abfnrtv\\'\"`?])|[xX](?P<hex>[0-9a-fA-F]{2})|u(?P<u4>[0-9a-fA-F]{4})"
     r"|U(?P<u8>[0-9a-fA-F]{8})|(?P<oct>[0-3][0-7]{2})|(?P<bad>.?))",
     re.DOTALL,
 )

@@ -6,16 +6,22 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from mkpolicy.cel import ast
+from mkpolicy.cel.codegen import Generated, generate
 from mkpolicy.cel.compiler import BUDGET_KEY, Compiler
 from mkpolicy.cel.convert import from_cel, to_cel
+from mkpolicy.cel.cost import fixed_cost
 from mkpolicy.cel.environment import Environment
 from mkpolicy.cel.errors import CelCostError, CelEvalError, EvalError
 from mkpolicy.cel.parser import parse
 from mkpolicy.cel.runtime import Budget
 
-#: Default cost budget of one evaluation. Cost is charged per comprehension iteration
-#: and per kilobyte of strings, bytes and lists built by concatenation or functions.
+#: Default cost budget of one evaluation: Kubernetes' per-expression limit
+#: (:data:`mkpolicy.cel.PER_CALL_LIMIT`). See :mod:`mkpolicy.cel.cost` for the model.
 DEFAULT_COST_LIMIT = 1_000_000
+
+
+def _overrun(limit: int) -> str:
+    return f"operation cancelled: actual cost limit exceeded (limit {limit})"
 
 
 class CelInternalError(CelEvalError):
@@ -25,23 +31,62 @@ class CelInternalError(CelEvalError):
 class Program:
     """A compiled CEL expression, ready to evaluate many times."""
 
-    __slots__ = ("_fn", "ast", "env", "expression")
+    __slots__ = ("_fn", "_generated", "_needs_budget", "ast", "backend", "env", "expression", "fixed_cost")
 
-    def __init__(self, expression: str, env: Environment | None = None) -> None:
+    def __init__(self, expression: str, env: Environment | None = None, *, backend: str = "codegen") -> None:
+        """Parse and compile ``expression``.
+
+        ``backend`` chooses the evaluator: ``"codegen"`` (the default) generates one
+        Python function for the expression (:mod:`mkpolicy.cel.codegen`);
+        ``"closures"`` evaluates a tree of closures (:mod:`mkpolicy.cel.compiler`),
+        the reference semantics the generated code follows. Both raise the same
+        compile errors: the closure compiler validates every expression.
+        """
+        if backend not in ("codegen", "closures"):
+            raise ValueError(f"unknown backend {backend!r}")
         self.expression = expression
         self.env = env if env is not None else Environment()
-        self.ast: ast.Node = parse(expression)
+        self.backend = backend
+        self.ast: ast.Node = parse(expression, block="block" in self.env.syntax)
         self._fn = Compiler(self.env, expression).compile(self.ast)
+        #: Cost charged for every evaluation before any comprehension iterates.
+        self.fixed_cost = fixed_cost(self.ast)
+        self._generated: Generated | None = None
+        self._needs_budget = True
+        if backend == "codegen":
+            self._generated, self._needs_budget = generate(self.env, expression, self.ast)
 
-    def evaluate(self, bindings: Mapping[str, Any], *, cost_limit: int = DEFAULT_COST_LIMIT) -> Any:
+    def evaluate(
+        self,
+        bindings: Mapping[str, Any],
+        *,
+        cost_limit: int = DEFAULT_COST_LIMIT,
+        budget: Budget | None = None,
+    ) -> Any:
         """Evaluate with ``bindings`` (CEL runtime values) and return a runtime value.
 
-        Raises :class:`CelEvalError` (or :class:`CelCostError` when the budget is
-        exceeded) positioned in the expression.
+        The evaluation may spend ``cost_limit`` (Kubernetes cost units), or what is
+        left of ``budget`` when one is shared between several evaluations (its
+        ``used`` says what they cost). Raises :class:`CelEvalError` (or
+        :class:`CelCostError` when the budget is exceeded) positioned in the expression.
         """
-        activation = dict(bindings)
-        activation[BUDGET_KEY] = Budget(cost_limit)
+        generated = self._generated
         try:
+            if generated is not None:
+                if budget is None:
+                    if not self._needs_budget:
+                        # Straight-line code: its cost is the fixed cost, known now.
+                        if self.fixed_cost > cost_limit:
+                            raise EvalError(_overrun(cost_limit), 0, cost=True)
+                        return generated(bindings, None)
+                    budget = Budget(cost_limit)
+                budget.charge(self.fixed_cost, 0)
+                return generated(bindings, budget)
+            if budget is None:
+                budget = Budget(cost_limit)
+            activation = dict(bindings)
+            activation[BUDGET_KEY] = budget
+            budget.charge(self.fixed_cost, 0)
             return self._fn(activation)
         except EvalError as exc:
             cls = CelCostError if exc.cost else CelEvalError

@@ -16,7 +16,6 @@ from mkpolicy.cel.values import (
     BOOL_TYPE,
     BYTES_TYPE,
     DOUBLE_TYPE,
-    DURATION_MAX_SECONDS,
     DURATION_TYPE,
     INT64_MAX,
     INT64_MIN,
@@ -36,6 +35,7 @@ from mkpolicy.cel.values import (
     CelType,
     Duration,
     ObjectValue,
+    OpaqueValue,
     OptionalValue,
     Timestamp,
     Uint,
@@ -80,11 +80,22 @@ class Budget:
         self.limit = limit
         self.remaining = limit
 
-    def charge(self, amount: int) -> None:
-        """Spend ``amount``; raise when the budget is exhausted."""
+    def charge(self, amount: int, pos: int | None = None) -> None:
+        """Spend ``amount``; raise a cost error (at ``pos``) when the budget is exhausted."""
         self.remaining -= amount
         if self.remaining < 0:
-            raise EvalError(f"operation cancelled: actual cost limit exceeded (limit {self.limit})", cost=True)
+            raise EvalError(f"operation cancelled: actual cost limit exceeded (limit {self.limit})", pos, cost=True)
+
+    def charge_call(self, cost: int, pos: int | None = None) -> None:
+        """Charge a function call whose cel-go cost is ``cost``: the evaluator already
+        charged 1 for the call (its fixed cost), so this spends ``cost - 1``."""
+        if cost > 1:
+            self.charge(cost - 1, pos)
+
+    @property
+    def used(self) -> int:
+        """Cost spent so far."""
+        return self.limit - self.remaining
 
 
 # -- types ---------------------------------------------------------------------------
@@ -116,6 +127,8 @@ def type_of(value: Any) -> CelType:
         return found
     if t is ObjectValue:
         return CelType.named(value.type_name)
+    if isinstance(value, OpaqueValue):
+        return CelType.named(value.cel_type_name)
     if isinstance(value, Mapping):
         return MAP_TYPE
     raise EvalError(f"unsupported value of Python type {t.__name__}")
@@ -134,6 +147,21 @@ def type_name(value: Any) -> str:
 _NUMERIC = (int, Uint, float)
 
 
+def _num_compare(a: Any, b: Any) -> int:
+    """Compare two numbers as cel-go does: ints against doubles go through the double."""
+    if type(a) is float or type(b) is float:
+        x = float(a)
+        y = float(b)
+        if x < y:
+            return -1
+        if x > y:
+            return 1
+        if x == y:
+            return 0
+        return 2  # NaN
+    return -1 if a < b else (1 if a > b else 0)
+
+
 def cel_equal(a: Any, b: Any) -> bool:
     """CEL equality: numbers compare across int/uint/double, other kinds never match."""
     ta = type(a)
@@ -147,6 +175,8 @@ def cel_equal(a: Any, b: Any) -> bool:
             return bool(a.type_name == b.type_name and _maps_equal(a, b))
         return bool(a == b)
     if ta in _NUMERIC and tb in _NUMERIC:
+        return _num_compare(a, b) == 0
+    if ta is OptionalValue and tb is OptionalValue:
         return bool(a == b)
     if (ta is list or ta is tuple) and (tb is list or tb is tuple):
         return len(a) == len(b) and all(cel_equal(x, y) for x, y in zip(a, b, strict=True))
@@ -176,13 +206,7 @@ def compare(a: Any, b: Any, function: str) -> int:
     ta = type(a)
     tb = type(b)
     if ta in _NUMERIC and tb in _NUMERIC:
-        if a < b:
-            return -1
-        if a > b:
-            return 1
-        if a == b:
-            return 0
-        return 2  # NaN: every ordering comparison is false
+        return _num_compare(a, b)
     if ta is tb and ta in _ORDERED:
         if a < b:
             return -1
@@ -217,8 +241,8 @@ def check_timestamp(nanos: int) -> Timestamp:
 
 
 def check_duration(nanos: int) -> Duration:
-    """Raise when a duration leaves CEL's range."""
-    if -DURATION_MAX_SECONDS * _NS <= nanos <= DURATION_MAX_SECONDS * _NS:
+    """Raise when a duration leaves CEL's range (int64 nanoseconds, as in cel-go)."""
+    if INT64_MIN < nanos <= INT64_MAX:
         return Duration(nanos)
     raise EvalError("duration out of range")
 
@@ -327,13 +351,15 @@ def logical_not(value: Any) -> bool:
 
 
 def select(value: Any, field: str) -> Any:
-    """``value.field`` on a map or message."""
+    """``value.field`` on a map or message; on an optional it is ``value.?field``."""
     t = type(value)
     if t is dict or t is ObjectValue:
         try:
             return value[field]
         except KeyError:
             raise EvalError(f"no such key: {field}") from None
+    if t is OptionalValue:
+        return optional_select(value, field)
     if isinstance(value, Mapping):
         try:
             return value[field]
@@ -343,9 +369,11 @@ def select(value: Any, field: str) -> Any:
 
 
 def has_field(value: Any, field: str) -> bool:
-    """``has(value.field)``."""
+    """``has(value.field)``; on an optional, false when it is empty."""
     if isinstance(value, Mapping):
         return field in value
+    if type(value) is OptionalValue:
+        return value.has_value and has_field(value.value, field)
     raise EvalError(f"invalid type for field selection: '{type_name(value)}' in has()")
 
 
@@ -376,8 +404,10 @@ def _map_key(key: Any) -> Any:
 
 
 def index(container: Any, key: Any) -> Any:
-    """``container[key]`` on a list or map."""
+    """``container[key]`` on a list or map; on an optional it is ``container[?key]``."""
     t = type(container)
+    if t is OptionalValue:
+        return optional_index(container, key)
     if t is list or t is tuple:
         return container[_list_position(container, key)]
     if t is dict or (isinstance(container, Mapping) and t is not ObjectValue):

@@ -88,39 +88,58 @@ TYPE_IDENTIFIERS: dict[str, CelType] = {
 }
 
 
-class OptionalValue:
-    """A CEL ``optional_type`` value: either empty or holding one value."""
+class OpaqueValue:
+    """Base class of library values with their own CEL type (``net.IP``, ``kubernetes.Quantity``...).
 
-    __slots__ = ("_has", "_value")
+    Subclasses set ``cel_type_name``, implement equality and, when ``string(x)``
+    applies to them, :meth:`cel_string`.
+    """
+
+    __slots__ = ()
+    cel_type_name = "opaque"
+
+    def cel_string(self) -> str:
+        """``string(x)``; raise TypeError when the type has no string conversion."""
+        raise TypeError(self.cel_type_name)
+
+
+def register_type(name: str) -> CelType:
+    """Make the type identifier ``name`` (``net.IP``) resolve to its type value."""
+    found = TYPE_IDENTIFIERS.get(name)
+    if found is None:
+        found = TYPE_IDENTIFIERS[name] = CelType.named(name)
+    return found
+
+
+class OptionalValue:
+    """A CEL ``optional_type`` value: either empty or holding one value.
+
+    ``has_value`` and ``value`` are plain attributes (the evaluator reads them on hot
+    paths); treat the object as immutable.
+    """
+
+    __slots__ = ("has_value", "value")
 
     def __init__(self, value: Any = None, has_value: bool = True) -> None:
-        self._value = value
-        self._has = has_value
-
-    @property
-    def has_value(self) -> bool:
-        """True when the optional holds a value."""
-        return self._has
-
-    @property
-    def value(self) -> Any:
-        """The held value (only meaningful when :attr:`has_value`)."""
-        return self._value
+        #: The held value (only meaningful when :attr:`has_value`).
+        self.value = value
+        #: True when the optional holds a value.
+        self.has_value = has_value
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, OptionalValue):
             return False
-        if not self._has or not other._has:
-            return self._has == other._has
+        if not self.has_value or not other.has_value:
+            return self.has_value == other.has_value
         from mkpolicy.cel.runtime import cel_equal  # local: runtime imports this module
 
-        return cel_equal(self._value, other._value)
+        return cel_equal(self.value, other.value)
 
     def __hash__(self) -> int:
-        return hash(("optional", self._has))
+        return hash(("optional", self.has_value))
 
     def __repr__(self) -> str:
-        return f"optional.of({self._value!r})" if self._has else "optional.none()"
+        return f"optional.of({self.value!r})" if self.has_value else "optional.none()"
 
 
 OPTIONAL_NONE = OptionalValue(None, has_value=False)
@@ -137,7 +156,8 @@ class ObjectValue(dict[str, Any]):
     __slots__ = ("type_name",)
 
     def __init__(self, type_name: str, fields: dict[str, Any] | None = None) -> None:
-        super().__init__(fields or {})
+        if fields:
+            super().__init__(fields)
         self.type_name = type_name
 
     def __repr__(self) -> str:

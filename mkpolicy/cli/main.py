@@ -17,7 +17,13 @@ from collections.abc import Sequence
 COMMANDS: list[tuple[str, str, str]] = [
     ("validate", "mkpolicy.cli.validate", "check policy files: YAML, fields, GVKs, CEL compilation"),
     ("apply", "mkpolicy.cli.apply", "dry run: the worker copy (create) or status patch (sync) of an object"),
+    ("lint", "mkpolicy.cli.lint", "lint policies: stable rule IDs, text/json/sarif/github reports"),
+    ("test", "mkpolicy.cli.test", "run policy test suites (*.test.yaml); --update-snapshots, --junit"),
+    ("init", "mkpolicy.cli.init", "scaffold a policy, its test suite and an example object"),
+    ("explain", "mkpolicy.cli.explain", "what a policy does: per phase, the fields each patch reads and writes"),
+    ("export", "mkpolicy.cli.export", "print Kueue configuration (externalFrameworks) or RBAC for policies"),
     ("schema", "mkpolicy.cli.schema", "print the JSON Schema of FrameworkPolicy documents"),
+    ("eval", "mkpolicy.cli.eval", "evaluate a CEL expression against objects and print the result as JSON"),
     ("sidecar", "mkpolicy.cli.sidecar", "run the policies on the wire between the Kueue manager and its workers"),
     ("demo", "mkpolicy.cli.demo", "MultiKueue + the sidecar end to end on loopback API servers, in seconds"),
     ("dev", "mkpolicy.cli.dev", "developer tools: a loopback Kubernetes API server for tests and demos"),
@@ -26,6 +32,9 @@ COMMANDS: list[tuple[str, str, str]] = [
 EPILOG = """\
 examples:
   mkpolicy validate policies/
+  mkpolicy lint policies/ --format sarif --output mkpolicy.sarif
+  mkpolicy test policies/ --junit policy-tests.xml
+  mkpolicy init --framework PipelineRun.v1.tekton.dev --crd pipelinerun-crd.yaml --dir policies/
   mkpolicy apply --policy policies/tekton-pipelinerun.yaml --phase create \\
       -f examples/tekton/pipelinerun.yaml --workload-name wl-1 --cluster worker1
   mkpolicy apply --policy policies/ --phase sync -f manager.yaml --worker-object worker.yaml -o diff

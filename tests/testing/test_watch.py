@@ -196,3 +196,11 @@ def test_dynamic_client_watch(apiserver: ApiServer, k8s: Clients) -> None:
     workloads.create(body=body, namespace="default")
     seen = [ev["type"] for ev in workloads.watch(namespace="default", timeout=1)]
     assert seen == ["ADDED"]
+
+
+def test_watch_from_the_future_is_an_error_event(raw: Raw, apiserver: ApiServer) -> None:
+    future = apiserver.resource_version + 100
+    events = stream_lines(raw, f"/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={future}")
+    assert len(events) == 1 and events[0]["type"] == "ERROR"
+    assert events[0]["object"]["code"] == 504
+    assert events[0]["object"]["message"].startswith(f"Too large resource version: {future}")

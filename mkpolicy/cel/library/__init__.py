@@ -9,9 +9,12 @@ types. ``arities`` lets the compiler reject wrong argument counts before evaluat
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import dataclasses
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from mkpolicy.cel.types import Signature
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +30,11 @@ class Function:
     cost: Callable[..., int] | None = None
     #: Needs the evaluation's Budget as first argument (before the receiver).
     needs_budget: bool = False
+    #: Overloads for the type checker (the receiver is the first parameter); empty
+    #: means "any arguments, dyn result".
+    signatures: tuple[Signature, ...] = ()
+    #: Pure functions of constant arguments are evaluated at compile time.
+    pure: bool = True
 
 
 class Library:
@@ -51,6 +59,22 @@ class Library:
         """All function names, sorted."""
         return sorted({name for name, _ in self._functions})
 
+    def functions(self) -> list[Function]:
+        """Every registered function."""
+        return list(self._functions.values())
+
+    def extend(self, name: str, receiver: bool, signatures: Sequence[str]) -> None:
+        """Add overload signatures to the registered function ``name`` (its impl dispatches)."""
+        fn = self._functions[(name, receiver)]
+        extra = tuple(Signature(s) for s in signatures)
+        self._functions[(name, receiver)] = dataclasses.replace(fn, signatures=fn.signatures + extra)
+
+    def copy(self) -> Library:
+        """An independent copy to add functions to."""
+        clone = Library()
+        clone._functions = dict(self._functions)
+        return clone
+
 
 STANDARD = Library()
 
@@ -58,26 +82,95 @@ STANDARD = Library()
 def function(
     name: str,
     *,
-    arities: Iterable[int],
+    arities: Iterable[int] | None = None,
     receiver: bool = False,
     cost: Callable[..., int] | None = None,
     needs_budget: bool = False,
+    signatures: Sequence[str] = (),
+    pure: bool = True,
     library: Library = STANDARD,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator registering a Python function as the CEL function ``name``.
 
-    ``arities`` counts the arguments without the receiver.
+    ``signatures`` declares the overloads for the type checker in cel-go's notation,
+    the receiver first: ``"(string, string) -> bool"``. ``arities`` counts the
+    arguments without the receiver; it defaults to what the signatures imply.
     """
+    sigs = tuple(Signature(s) for s in signatures)
+    if arities is None:
+        if not sigs:
+            raise ValueError(f"function {name!r} needs arities or signatures")
+        if any(s.variadic for s in sigs):
+            raise ValueError(f"function {name!r} has variadic signatures: give its arities")
+        arities = {len(s.params) - (1 if receiver else 0) for s in sigs}
 
     def register(impl: Callable[..., Any]) -> Callable[..., Any]:
-        library.add(Function(name, impl, frozenset(arities), receiver, cost, needs_budget))
+        library.add(Function(name, impl, frozenset(arities), receiver, cost, needs_budget, sigs, pure))
         return impl
 
     return register
 
 
+#: Libraries outside the Kubernetes dialect, enabled on request (conformance tests).
+EXTRAS: dict[str, Library] = {}
+
+
 def load_standard() -> Library:
     """Import every library module (they register on import) and return the registry."""
-    from mkpolicy.cel.library import core, kubernetes, optional, time  # noqa: F401
+    from mkpolicy.cel.library import (  # noqa: F401
+        core,
+        format,
+        kubernetes,
+        lists,
+        math,
+        network,
+        optional,
+        quantity,
+        regex,
+        semver,
+        strings,
+        time,
+        urls,
+    )
 
     return STANDARD
+
+
+def load_library(extras: Iterable[str] = (), declarations: Iterable[dict[str, Any]] = ()) -> Library:
+    """The Kubernetes dialect's functions plus the ``extras`` libraries (``encoders``).
+
+    ``declarations`` declares functions for the type checker only, in the conformance
+    suite's ``type_env`` form (``{"function": name, "overloads": [...]}``); calling
+    one at run time is an error.
+    """
+    from mkpolicy.cel.library import extra  # noqa: F401
+
+    base = load_standard()
+    extras = list(extras)
+    declarations = list(declarations)
+    if not extras and not declarations:
+        return base
+    library = base.copy()
+    for name in extras:
+        for fn in EXTRAS[name].functions():
+            library.add(fn)
+    for decl in declarations:
+        by_style: dict[bool, list[str]] = {}
+        for overload in decl.get("overloads", []):
+            receiver = bool(overload.get("receiver_style"))
+            params = ", ".join(overload.get("params", []))
+            by_style.setdefault(receiver, []).append(f"({params}) -> {overload['result']}")
+        for receiver, sigs in by_style.items():
+            function(decl["function"], signatures=sigs, receiver=receiver, library=library, pure=False)(
+                _declared_only(decl["function"])
+            )
+    return library
+
+
+def _declared_only(name: str) -> Callable[..., Any]:
+    def impl(*args: Any) -> Any:
+        from mkpolicy.cel.errors import EvalError
+
+        raise EvalError(f"function '{name}' is declared but has no implementation")
+
+    return impl

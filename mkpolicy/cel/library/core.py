@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,6 +14,7 @@ from mkpolicy.cel.values import (
     INT64_MIN,
     CelType,
     Duration,
+    OpaqueValue,
     Timestamp,
     Uint,
     format_duration,
@@ -31,11 +31,15 @@ def _size(value: Any) -> int:
     raise no_overload("size", value)
 
 
-function("size", arities=[1])(_size)
-function("size", arities=[0], receiver=True)(_size)
+_SIZE_SIGS = ["(string) -> int", "(bytes) -> int", "(list(A)) -> int", "(map(A, B)) -> int"]
+function("size", signatures=_SIZE_SIGS)(_size)
+function("size", signatures=_SIZE_SIGS, receiver=True)(_size)
 
 
-@function("int", arities=[1])
+@function(
+    "int",
+    signatures=["(int) -> int", "(uint) -> int", "(double) -> int", "(string) -> int", "(timestamp) -> int"],
+)
 def to_int(value: Any) -> int:
     t = type(value)
     if t is int:
@@ -43,9 +47,9 @@ def to_int(value: Any) -> int:
     if t is Uint:
         return check_int(int(value))
     if t is float:
-        if math.isnan(value) or not (INT64_MIN <= value < 2.0**63):
+        if math.isnan(value) or not (INT64_MIN < value < 2.0**63):
             raise EvalError("range error: double value out of int range")
-        # -2**63 is representable, anything at or above 2**63 is not.
+        # cel-go rejects -2**63 too (the double cannot tell it from values below it).
         return int(value)
     if t is str:
         try:
@@ -57,7 +61,7 @@ def to_int(value: Any) -> int:
     raise no_overload("int", value)
 
 
-@function("uint", arities=[1])
+@function("uint", signatures=["(uint) -> uint", "(int) -> uint", "(double) -> uint", "(string) -> uint"])
 def to_uint(value: Any) -> Uint:
     t = type(value)
     if t is Uint:
@@ -78,7 +82,7 @@ def to_uint(value: Any) -> Uint:
     raise no_overload("uint", value)
 
 
-@function("double", arities=[1])
+@function("double", signatures=["(double) -> double", "(int) -> double", "(uint) -> double", "(string) -> double"])
 def to_double(value: Any) -> float:
     t = type(value)
     if t is float:
@@ -115,7 +119,22 @@ def format_double(value: float) -> str:
     return text
 
 
-@function("string", arities=[1])
+@function(
+    "string",
+    signatures=[
+        "(string) -> string",
+        "(bool) -> string",
+        "(int) -> string",
+        "(uint) -> string",
+        "(double) -> string",
+        "(bytes) -> string",
+        "(timestamp) -> string",
+        "(duration) -> string",
+        "(net.IP) -> string",
+        "(net.CIDR) -> string",
+        "(kubernetes.Semver) -> string",
+    ],
+)
 def to_string(value: Any) -> str:
     t = type(value)
     if t is str:
@@ -137,10 +156,15 @@ def to_string(value: Any) -> str:
         return format_duration(value)
     if t is CelType:
         return value.name  # type: ignore[no-any-return]
+    if isinstance(value, OpaqueValue):
+        try:
+            return value.cel_string()
+        except TypeError:
+            pass
     raise no_overload("string", value)
 
 
-@function("bytes", arities=[1])
+@function("bytes", signatures=["(bytes) -> bytes", "(string) -> bytes"])
 def to_bytes(value: Any) -> bytes:
     t = type(value)
     if t is bytes:
@@ -154,7 +178,7 @@ _TRUE = {"1", "t", "T", "true", "TRUE", "True"}
 _FALSE = {"0", "f", "F", "false", "FALSE", "False"}
 
 
-@function("bool", arities=[1])
+@function("bool", signatures=["(bool) -> bool", "(string) -> bool"])
 def to_bool(value: Any) -> bool:
     t = type(value)
     if t is bool:
@@ -168,17 +192,17 @@ def to_bool(value: Any) -> bool:
     raise no_overload("bool", value)
 
 
-@function("dyn", arities=[1])
+@function("dyn", signatures=["(A) -> dyn"])
 def to_dyn(value: Any) -> Any:
     return value
 
 
-@function("type", arities=[1])
+@function("type", signatures=["(A) -> type(A)"])
 def to_type(value: Any) -> CelType:
     return type_of(value)
 
 
-@function("timestamp", arities=[1])
+@function("timestamp", signatures=["(timestamp) -> timestamp", "(string) -> timestamp", "(int) -> timestamp"])
 def to_timestamp(value: Any) -> Timestamp:
     t = type(value)
     if t is Timestamp:
@@ -192,7 +216,7 @@ def to_timestamp(value: Any) -> Timestamp:
     raise no_overload("timestamp", value)
 
 
-@function("duration", arities=[1])
+@function("duration", signatures=["(duration) -> duration", "(string) -> duration", "(int) -> duration"])
 def to_duration(value: Any) -> Duration:
     t = type(value)
     if t is Duration:
@@ -211,45 +235,19 @@ def _string_args(function_name: str, s: Any, arg: Any) -> None:
         raise no_overload(function_name, s, arg)
 
 
-@function("contains", arities=[1], receiver=True)
+@function("contains", signatures=["(string, string) -> bool"], receiver=True)
 def contains(s: Any, sub: Any) -> bool:
     _string_args("contains", s, sub)
     return bool(sub in s)
 
 
-@function("startsWith", arities=[1], receiver=True)
+@function("startsWith", signatures=["(string, string) -> bool"], receiver=True)
 def starts_with(s: Any, prefix: Any) -> bool:
     _string_args("startsWith", s, prefix)
     return s.startswith(prefix)  # type: ignore[no-any-return]
 
 
-@function("endsWith", arities=[1], receiver=True)
+@function("endsWith", signatures=["(string, string) -> bool"], receiver=True)
 def ends_with(s: Any, suffix: Any) -> bool:
     _string_args("endsWith", s, suffix)
     return s.endswith(suffix)  # type: ignore[no-any-return]
-
-
-_REGEX_CACHE: dict[str, re.Pattern[str]] = {}
-
-
-def compile_regex(pattern: str) -> re.Pattern[str]:
-    """Compile an RE2-style pattern with Python's engine (cached)."""
-    found = _REGEX_CACHE.get(pattern)
-    if found is None:
-        try:
-            found = re.compile(pattern)
-        except re.error as exc:
-            raise EvalError(f"invalid regular expression {pattern!r}: {exc}") from None
-        if len(_REGEX_CACHE) > 512:
-            _REGEX_CACHE.clear()
-        _REGEX_CACHE[pattern] = found
-    return found
-
-
-def _matches(s: Any, pattern: Any) -> bool:
-    _string_args("matches", s, pattern)
-    return compile_regex(pattern).search(s) is not None
-
-
-function("matches", arities=[2])(_matches)
-function("matches", arities=[1], receiver=True)(_matches)

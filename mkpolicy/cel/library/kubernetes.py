@@ -8,7 +8,7 @@ from mkpolicy.cel.errors import no_overload
 from mkpolicy.cel.library import function
 
 
-@function("jsonpatch.escapeKey", arities=[1])
+@function("jsonpatch.escapeKey", signatures=["(string) -> string"])
 def escape_key(key: Any) -> str:
     """Escape a map key for use in a JSON Pointer: ``~`` -> ``~0``, ``/`` -> ``~1``.
 

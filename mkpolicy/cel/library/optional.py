@@ -9,12 +9,12 @@ from mkpolicy.cel.library import function
 from mkpolicy.cel.values import OPTIONAL_NONE, CelType, Duration, ObjectValue, OptionalValue, Timestamp
 
 
-@function("optional.of", arities=[1])
+@function("optional.of", signatures=["(A) -> optional_type(A)"])
 def optional_of(value: Any) -> OptionalValue:
     return OptionalValue(value)
 
 
-@function("optional.none", arities=[0])
+@function("optional.none", signatures=["() -> optional_type(A)"])
 def optional_none() -> OptionalValue:
     return OPTIONAL_NONE
 
@@ -37,7 +37,7 @@ def is_zero_value(value: Any) -> bool:
     return False
 
 
-@function("optional.ofNonZeroValue", arities=[1])
+@function("optional.ofNonZeroValue", signatures=["(A) -> optional_type(A)"])
 def optional_of_non_zero(value: Any) -> OptionalValue:
     return OPTIONAL_NONE if is_zero_value(value) else OptionalValue(value)
 
@@ -48,12 +48,12 @@ def _optional(function_name: str, value: Any) -> OptionalValue:
     return value
 
 
-@function("hasValue", arities=[0], receiver=True)
+@function("hasValue", signatures=["(optional_type(A)) -> bool"], receiver=True)
 def has_value(opt: Any) -> bool:
     return _optional("hasValue", opt).has_value
 
 
-@function("value", arities=[0], receiver=True)
+@function("value", signatures=["(optional_type(A)) -> A"], receiver=True)
 def value(opt: Any) -> Any:
     o = _optional("value", opt)
     if not o.has_value:
@@ -61,13 +61,13 @@ def value(opt: Any) -> Any:
     return o.value
 
 
-@function("orValue", arities=[1], receiver=True)
+@function("orValue", signatures=["(optional_type(A), A) -> A"], receiver=True)
 def or_value(opt: Any, default: Any) -> Any:
     o = _optional("orValue", opt)
     return o.value if o.has_value else default
 
 
-@function("or", arities=[1], receiver=True)
+@function("or", signatures=["(optional_type(A), optional_type(A)) -> optional_type(A)"], receiver=True)
 def or_(opt: Any, other: Any) -> Any:
     o = _optional("or", opt)
     if o.has_value:

@@ -111,7 +111,10 @@ def _timestamp_getter(name: str, compute: Any) -> None:
             return int(_DURATION_GETTERS[name](value.nanos))
         return int(compute(_local(value, tz, name), value))
 
-    function(name, arities=[0, 1], receiver=True)(getter)
+    sigs = ["(timestamp) -> int", "(timestamp, string) -> int"]
+    if name in _DURATION_GETTERS:
+        sigs.append("(duration) -> int")
+    function(name, signatures=sigs, receiver=True)(getter)
 
 
 _DURATION_GETTERS: dict[str, Any] = {

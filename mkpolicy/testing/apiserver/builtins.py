@@ -252,7 +252,8 @@ class CrdStrategy(Strategy):
     """CustomResourceDefinitions: must be servable; status says they are."""
 
     def complete(self, obj: JsonObject) -> None:
-        obj["status"] = accepted_status(obj)
+        if not crd_problems(obj):  # an invalid CRD is rejected by validate(), with its causes
+            obj["status"] = accepted_status(obj)
 
     def prepare_update(self, old: JsonObject, new: JsonObject) -> None:
         if not crd_problems(new):

@@ -12,12 +12,11 @@ import contextlib
 import hmac
 import json
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, cast
 
 from aiohttp import web
-from multidict import CIMultiDict
+from multidict import CIMultiDict, MultiMapping
 
 from mkpolicy.testing.apiserver import resources as R
 from mkpolicy.testing.apiserver.discovery import VERSION_INFO, discovery_document
@@ -78,7 +77,6 @@ class Settings:
     bookmark_interval: float = 5.0
     watch_timeout: float = 1800.0
     max_watch_queue: int = 100_000
-    extra_headers: Mapping[str, str] = field(default_factory=dict)
 
 
 def _json_response(body: bytes, status: int = 200, headers: CIMultiDict[str] | None = None) -> web.Response:
@@ -284,8 +282,8 @@ class Handler:
         return _parse_json(raw, "request body")
 
     @staticmethod
-    def _write_options(query: Mapping[str, str]) -> WriteOptions:
-        dry_run = query.getall("dryRun", []) if hasattr(query, "getall") else [query.get("dryRun", "")]
+    def _write_options(query: MultiMapping[str]) -> WriteOptions:
+        dry_run = query.getall("dryRun", [])
         for value in dry_run:
             if value and value != "All":
                 raise bad_request(f'invalid dryRun value {value!r}: expected "All"')
@@ -294,7 +292,7 @@ class Handler:
             raise bad_request(f'invalid fieldValidation {validation!r}: expected "Strict", "Warn" or "Ignore"')
         return WriteOptions(dry_run="All" in dry_run, field_validation=cast(FieldValidation, validation))
 
-    def _list_options(self, t: Target, query: Mapping[str, str], name: str = "") -> ListOptions:
+    def _list_options(self, t: Target, query: MultiMapping[str], name: str = "") -> ListOptions:
         version = t.rt.version(t.version)
         allowed = ["metadata.name", "metadata.namespace", *(version.selectable_fields if version else ())]
         fields = parse_field_selector(query.get("fieldSelector"), allowed)
@@ -338,7 +336,7 @@ class Handler:
         )
 
     @staticmethod
-    def _delete_options(query: Mapping[str, str], body: Any) -> DeleteOptions:
+    def _delete_options(query: MultiMapping[str], body: Any) -> DeleteOptions:
         opts = body if isinstance(body, dict) else {}
         if body is not None and not isinstance(body, dict):
             raise bad_request("the DeleteOptions body must be a JSON object")
@@ -359,7 +357,7 @@ class Handler:
             raise invalid("meta.k8s.io", "DeleteOptions", "", causes)
         if orphan is not None:
             propagation = "Orphan" if orphan else "Background"
-        dry = opts.get("dryRun") or (query.getall("dryRun", []) if hasattr(query, "getall") else [])
+        dry = opts.get("dryRun") or query.getall("dryRun", [])
         if not isinstance(dry, list) or any(v != "All" for v in dry):
             raise bad_request(f'invalid dryRun value {dry!r}: expected ["All"]')
         pre = opts.get("preconditions") or {}
@@ -374,7 +372,7 @@ class Handler:
 
     # -- watch --------------------------------------------------------------------------
 
-    def _watch_options(self, query: Mapping[str, str], lopts: ListOptions) -> WatchOptions:
+    def _watch_options(self, query: MultiMapping[str], lopts: ListOptions) -> WatchOptions:
         text = query.get("timeoutSeconds", "")
         if text and not text.isdigit():
             raise bad_request(f"invalid timeoutSeconds {text!r}: expected a non-negative integer")

@@ -212,7 +212,7 @@ class Api:
         elif opts.resource_version_match == "Exact":
             list_rv = parse_rv(opts.resource_version)
             if list_rv > self.store.rv:
-                raise _too_large_rv(list_rv, self.store.rv)
+                raise too_large_resource_version(list_rv, self.store.rv)
             state = coll.state_at(list_rv)
             keys = sorted(state)
             start = None
@@ -220,7 +220,7 @@ class Api:
             if opts.resource_version not in ("", "0"):
                 wanted = parse_rv(opts.resource_version)
                 if wanted > self.store.rv:
-                    raise _too_large_rv(wanted, self.store.rv)
+                    raise too_large_resource_version(wanted, self.store.rv)
             state = coll.objects
             keys = coll.sorted_keys()
             list_rv = self.store.rv
@@ -294,7 +294,9 @@ class Api:
             meta["generation"] = 1
         if not causes:
             strategy.complete(obj)
-            causes = strategy.validate(obj, None) + self._crd_conflicts(rt, obj)
+            causes = strategy.validate(obj, None)
+            if not causes:
+                causes = self._crd_conflicts(rt, obj)
         if causes:
             raise invalid(rt.group, rt.kind, name, causes)
         if rt.namespaced:
@@ -537,7 +539,8 @@ def _spec_changed(old: JsonObject, new: JsonObject, status_subresource: bool) ->
     return any(not json_equal(old.get(k), new.get(k)) for k in keys)
 
 
-def _too_large_rv(wanted: int, current: int) -> ApiError:
+def too_large_resource_version(wanted: int, current: int) -> ApiError:
+    """504: a resourceVersion newer than the server's (kube-apiserver's ``Too large resource version``)."""
     return ApiError(
         504,
         f"Too large resource version: {wanted}, current: {current}",

@@ -7,7 +7,8 @@ point, so no event is lost or doubled between the two:
   every change ("get state and start at most recent");
 - ``resourceVersion=N``: every change after N, from the resource's history; when that
   history no longer reaches back to N the stream is one ERROR event with a 410
-  ``Expired`` Status, as kube-apiserver's watch cache answers;
+  ``Expired`` Status, as kube-apiserver's watch cache answers (and a 504 ``Timeout``
+  one when N is newer than the server's resource version);
 - ``sendInitialEvents=true`` (with ``resourceVersionMatch=NotOlderThan``): the current
   objects, then a BOOKMARK annotated ``k8s.io/initial-events-end``, then changes.
 
@@ -27,7 +28,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from mkpolicy.testing.apiserver.jsonutil import dumps
-from mkpolicy.testing.apiserver.operations import ListOptions, Target, parse_rv
+from mkpolicy.testing.apiserver.operations import ListOptions, Target, parse_rv, too_large_resource_version
 from mkpolicy.testing.apiserver.storage import ADDED, DELETED, MODIFIED, Event, Store, Stored
 
 BOOKMARK = "BOOKMARK"
@@ -119,7 +120,11 @@ def open_watch(store: Store, t: Target, opts: ListOptions, wopts: WatchOptions, 
         if wopts.send_initial_events and wopts.bookmarks:
             watch.queue.append((BOOKMARK, None))
     else:
-        for event in coll.events_after(parse_rv(rv)):
+        since = parse_rv(rv)
+        if since > store.rv:
+            # Events up to a version the server has not reached would be sent as if newer.
+            raise too_large_resource_version(since, store.rv)
+        for event in coll.events_after(since):
             watch.offer(event)
     coll.sinks.add(watch)
     return watch

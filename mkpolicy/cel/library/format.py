@@ -1,0 +1,267 @@
+"""Kubernetes' named formats: ``format.named(name)``, ``format.<name>()`` and
+``<Format>.validate(s)``.
+
+``validate`` returns ``optional.none()`` for a valid string and otherwise an optional
+list of error messages, worded as ``k8s.io/apimachinery``'s validation functions word
+them (``format.dns1123Label().validate('My_Name')``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as _dt
+import math
+import re
+from collections.abc import Callable
+from typing import Any
+
+from mkpolicy.cel.errors import no_overload
+from mkpolicy.cel.library import function
+from mkpolicy.cel.library.urls import parse_url
+from mkpolicy.cel.values import OPTIONAL_NONE, OpaqueValue, OptionalValue, register_type
+
+FORMAT_TYPE = register_type("kubernetes.NamedFormat")
+
+_DNS1123_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS1123_SUBDOMAIN = _DNS1123_LABEL + r"(\." + _DNS1123_LABEL + ")*"
+_DNS1035_LABEL = "[a-z]([-a-z0-9]*[a-z0-9])?"
+_QUALIFIED_NAME = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+_LABEL_VALUE = "(" + _QUALIFIED_NAME + ")?"
+_UUID = re.compile(r"(?i)[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}")
+_DATETIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?([Zz]|[+-]\d{2}:?\d{2})?")
+
+
+def _regex_error(message: str, pattern: str, *examples: str) -> str:
+    if not examples:
+        return f"{message} (regex used for validation is '{pattern}')"
+    shown = " or ".join(f"'{e}', " for e in examples)
+    return f"{message} (e.g. {shown}regex used for validation is '{pattern}')"
+
+
+def _max_len(limit: int) -> str:
+    return f"must be no more than {limit} characters"
+
+
+def dns1123_label(value: str) -> list[str]:
+    errs = []
+    if len(value) > 63:
+        errs.append(_max_len(63))
+    if not re.fullmatch(_DNS1123_LABEL, value):
+        errs.append(
+            _regex_error(
+                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
+                "and must start and end with an alphanumeric character",
+                _DNS1123_LABEL,
+                "my-name",
+                "123-abc",
+            )
+        )
+    return errs
+
+
+def dns1123_subdomain(value: str) -> list[str]:
+    errs = []
+    if len(value) > 253:
+        errs.append(_max_len(253))
+    if not re.fullmatch(_DNS1123_SUBDOMAIN, value):
+        errs.append(
+            _regex_error(
+                "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+                "and must start and end with an alphanumeric character",
+                _DNS1123_SUBDOMAIN,
+                "example.com",
+            )
+        )
+    return errs
+
+
+def dns1035_label(value: str) -> list[str]:
+    errs = []
+    if len(value) > 63:
+        errs.append(_max_len(63))
+    if not re.fullmatch(_DNS1035_LABEL, value):
+        errs.append(
+            _regex_error(
+                "a DNS-1035 label must consist of lower case alphanumeric characters or '-', "
+                "start with an alphabetic character, and end with an alphanumeric character",
+                _DNS1035_LABEL,
+                "my-name",
+                "abc-123",
+            )
+        )
+    return errs
+
+
+_QUALIFIED_MESSAGE = (
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
+)
+
+
+def qualified_name(value: str) -> list[str]:
+    errs: list[str] = []
+    parts = value.split("/")
+    if len(parts) == 1:
+        name = parts[0]
+    elif len(parts) == 2:
+        prefix, name = parts
+        if not prefix:
+            errs.append("prefix part must be non-empty")
+        else:
+            errs += ["prefix part " + m for m in dns1123_subdomain(prefix)]
+    else:
+        return [
+            "a qualified name "
+            + _regex_error(_QUALIFIED_MESSAGE, _QUALIFIED_NAME, "MyName", "my.name", "123-abc")
+            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+        ]
+    if not name:
+        errs.append("name part must be non-empty")
+    elif len(name) > 63:
+        errs.append("name part " + _max_len(63))
+    if not re.fullmatch(_QUALIFIED_NAME, name):
+        errs.append("name part " + _regex_error(_QUALIFIED_MESSAGE, _QUALIFIED_NAME, "MyName", "my.name", "123-abc"))
+    return errs
+
+
+def label_value(value: str) -> list[str]:
+    errs = []
+    if len(value) > 63:
+        errs.append(_max_len(63))
+    if not re.fullmatch(_LABEL_VALUE, value):
+        errs.append(
+            _regex_error(
+                "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
+                "and must start and end with an alphanumeric character",
+                _LABEL_VALUE,
+                "MyValue",
+                "my_value",
+                "12345",
+            )
+        )
+    return errs
+
+
+def _mask_trailing_dash(value: str) -> str:
+    if len(value) > 1 and value.endswith("-"):
+        return value[:-2] + "a"
+    return value
+
+
+def _uri(value: str) -> list[str]:
+    try:
+        parse_url(value)
+    except ValueError as exc:
+        return [f"parse {value!r}: {exc}"]
+    return []
+
+
+def _uuid(value: str) -> list[str]:
+    return [] if _UUID.fullmatch(value) else ["does not match the UUID format"]
+
+
+def _byte(value: str) -> list[str]:
+    try:
+        base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        return ["invalid base64"]
+    return []
+
+
+def _date(value: str) -> list[str]:
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+        try:
+            _dt.date.fromisoformat(value)
+            return []
+        except ValueError:
+            pass
+    return ["invalid date"]
+
+
+def _datetime(value: str) -> list[str]:
+    m = _DATETIME.fullmatch(value)
+    if m is not None:
+        year, month, day, hour, minute = (int(m.group(i)) for i in range(1, 6))
+        second = int(m.group(6) or 0)
+        try:
+            _dt.datetime(year, month, day, hour, minute, second)
+            return []
+        except ValueError:
+            pass
+    return ["invalid datetime"]
+
+
+class NamedFormat(OpaqueValue):
+    """A ``kubernetes.NamedFormat``: a name and its validation function."""
+
+    __slots__ = ("name", "validate")
+    cel_type_name = "kubernetes.NamedFormat"
+
+    def __init__(self, name: str, validate: Callable[[str], list[str]]) -> None:
+        self.name = name
+        self.validate = validate
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, NamedFormat) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(("format", self.name))
+
+    def __repr__(self) -> str:
+        return f"format.{self.name}()"
+
+
+FORMATS: dict[str, NamedFormat] = {
+    f.name: f
+    for f in (
+        NamedFormat("dns1123Label", dns1123_label),
+        NamedFormat("dns1123Subdomain", dns1123_subdomain),
+        NamedFormat("dns1035Label", dns1035_label),
+        NamedFormat("qualifiedName", qualified_name),
+        NamedFormat("dns1123LabelPrefix", lambda s: dns1123_label(_mask_trailing_dash(s))),
+        NamedFormat("dns1123SubdomainPrefix", lambda s: dns1123_subdomain(_mask_trailing_dash(s))),
+        NamedFormat("dns1035LabelPrefix", lambda s: dns1035_label(_mask_trailing_dash(s))),
+        NamedFormat("labelValue", label_value),
+        NamedFormat("uri", _uri),
+        NamedFormat("uuid", _uuid),
+        NamedFormat("byte", _byte),
+        NamedFormat("date", _date),
+        NamedFormat("datetime", _datetime),
+    )
+}
+
+
+@function("format.named", signatures=["(string) -> optional_type(kubernetes.NamedFormat)"])
+def named(name: Any) -> OptionalValue:
+    if type(name) is not str:
+        raise no_overload("format.named", name)
+    found = FORMATS.get(name)
+    return OPTIONAL_NONE if found is None else OptionalValue(found)
+
+
+def _constant(fmt: NamedFormat) -> Callable[[], NamedFormat]:
+    def constant() -> NamedFormat:
+        return fmt
+
+    return constant
+
+
+for _name, _fmt in FORMATS.items():
+    function(f"format.{_name}", signatures=["() -> kubernetes.NamedFormat"])(_constant(_fmt))
+
+
+def _validate_cost(result: Any, fmt: Any, value: Any) -> int:
+    return max(1, math.ceil(len(value) * 0.1)) if type(value) is str else 1
+
+
+@function(
+    "validate",
+    signatures=["(kubernetes.NamedFormat, string) -> optional_type(list(string))"],
+    receiver=True,
+    cost=_validate_cost,
+)
+def validate(fmt: Any, value: Any) -> OptionalValue:
+    if type(fmt) is not NamedFormat or type(value) is not str:
+        raise no_overload("validate", fmt, value)
+    errors = fmt.validate(value)
+    return OptionalValue(errors) if errors else OPTIONAL_NONE
