@@ -386,7 +386,8 @@ def test_hostile_expression_is_stopped_by_the_cost_budget(tmp_path: Path) -> Non
                 message = info.value.message
                 assert "policy hostile" in message and "creation patch #1" in message and "cost" in message
                 assert elapsed < 30
-                assert len(passthrough) >= 2, "pass-through kept working during the evaluation"
+                # the evaluation ran off the event loop: other requests were answered meanwhile
+                assert passthrough and (elapsed < 0.5 or len(passthrough) >= 2), (elapsed, len(passthrough))
                 assert worker_names(env, "worker1") == []  # nothing created, not even half
                 assert metric(sidecar, "mkpolicy_sidecar_transform_errors_total", cluster="worker1", policy="hostile",
                               phase="create") == 1
