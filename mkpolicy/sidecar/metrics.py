@@ -95,6 +95,12 @@ class Metrics:
             "Valid policies waiting for the manager cluster to serve their kind (looked up again at each check).",
             registry=r,
         )
+        self.policies_skipped = Gauge(
+            "mkpolicy_sidecar_policies_skipped",
+            "Valid policies not used on the wire: parity policies of Kueue's own adapters, kinds Kueue's "
+            "generic adapter cannot carry.",
+            registry=r,
+        )
         self.last_reload = Gauge(
             "mkpolicy_sidecar_policy_last_reload_timestamp_seconds",
             "When the active policy set was loaded (Unix time).",

@@ -22,7 +22,7 @@ import aiohttp
 from mkpolicy.engine import Adapter, compile
 from mkpolicy.errors import MkpolicyError, PolicyError
 from mkpolicy.kube.client import ApiError, ResourceInfo
-from mkpolicy.policy import GVK, load
+from mkpolicy.policy import DEFAULT_MANAGED_BY_PATH, GVK, MULTIKUEUE_CONTROLLER, load
 from mkpolicy.sidecar.logs import fields
 from mkpolicy.sidecar.metrics import Metrics
 
@@ -53,6 +53,8 @@ class PolicySet:
     fingerprint: str
     #: Policies whose kind the manager does not serve (yet): "name (GVK): why". Retried.
     pending: tuple[str, ...] = ()
+    #: Valid policies stock Kueue cannot send through the wire: "name (GVK): why". Not used.
+    skipped: tuple[str, ...] = ()
     loaded_at: float = field(default_factory=time.time)
     _index: dict[tuple[str, str], Entry] = field(init=False, repr=False, compare=False)
 
@@ -98,6 +100,32 @@ def fingerprint(directory: str) -> str:
                 digest.update(f"<unreadable: {exc.errno}>".encode())
             digest.update(b"\0")
     return digest.hexdigest()
+
+
+#: Label of the policies that describe Kueue's own (native) adapters, for parity tests.
+PARITY_LABEL = "mkpolicy.io/parity"
+
+
+def wire_skip_reason(adapter: Adapter) -> str | None:
+    """Why Kueue's generic adapter never sends this policy's kind through the wire (None: it does).
+
+    Kueue's own adapters serve the kinds of parity policies; the generic adapter
+    decides "managed" by ``/spec/managedBy == kueue.x-k8s.io/multikueue`` alone and
+    writes status through the ``status`` subresource (DESIGN.md §3).
+    """
+    policy = adapter.policy
+    if PARITY_LABEL in policy.metadata.labels:
+        return f"a parity policy ({PARITY_LABEL}): Kueue adapts {adapter.gvk.kind} natively, not through the wire"
+    managed_by = policy.spec.managed_by
+    if managed_by is None:
+        return "managedBy: null; Kueue's generic adapter needs /spec/managedBy"
+    if managed_by.path != DEFAULT_MANAGED_BY_PATH:
+        return f"managedBy at {managed_by.path}; Kueue's generic adapter checks {DEFAULT_MANAGED_BY_PATH}"
+    if managed_by.value != MULTIKUEUE_CONTROLLER:
+        return f"managedBy value {managed_by.value!r}; Kueue's generic adapter needs {MULTIKUEUE_CONTROLLER!r}"
+    if policy.spec.sync.subresource == "none":
+        return "sync.subresource: none; Kueue's generic adapter writes status through the status subresource"
+    return None
 
 
 def compile_directory(directory: str) -> list[Adapter]:
@@ -148,8 +176,12 @@ class PolicyStore:
             self._seen = digest
             try:
                 adapters = await loop.run_in_executor(None, compile_directory, self.directory)
-                entries, pending = [], []
+                entries, pending, skipped = [], [], []
                 for adapter in adapters:
+                    reason = wire_skip_reason(adapter)
+                    if reason is not None:
+                        skipped.append(f"{adapter.name} ({adapter.gvk}): {reason}")
+                        continue
                     info = await self._info(adapter)
                     if info is None:
                         pending.append(f"{adapter.name} ({adapter.gvk}): the manager cluster does not serve this kind")
@@ -174,7 +206,7 @@ class PolicyStore:
                 and current.pending == tuple(pending)
             ):
                 return False  # only the pending kinds were looked up again, still absent
-            new = PolicySet(tuple(entries), digest, tuple(pending))
+            new = PolicySet(tuple(entries), digest, tuple(pending), tuple(skipped))
             if self.on_change is not None:
                 await self.on_change(new)
             self.active = new
@@ -182,10 +214,13 @@ class PolicyStore:
             self.metrics.reloads.labels("ok").inc()
             self.metrics.policies.set(len(entries))
             self.metrics.policies_pending.set(len(pending))
+            self.metrics.policies_skipped.set(len(skipped))
             self.metrics.last_reload.set(new.loaded_at)
             log.info(
                 "policy set active",
-                extra=fields(policies=self._names(), pending=list(pending), fingerprint=digest[:12]),
+                extra=fields(
+                    policies=self._names(), pending=list(pending), skipped=list(skipped), fingerprint=digest[:12]
+                ),
             )
             return True
 

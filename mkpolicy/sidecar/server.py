@@ -157,6 +157,7 @@ class Sidecar:
                 checks.append(f"ok cache {name}" if synced else f"fail cache {name}: not synced")
         if active is not None:
             checks.extend(f"ok pending {p}" for p in active.pending)
+            checks.extend(f"ok skipped {p}" for p in active.skipped)
         if self._store.last_error and active is not None:
             checks.append(f"ok last-reload (rejected, previous set kept): {self._store.last_error.splitlines()[0]}")
         if self.closing:

@@ -131,3 +131,22 @@ def test_periodic_reload_task(tmp_path: Path) -> None:
         assert store.active is not None and store.active.lookup("argoproj.io", "workflows") is not None
 
     asyncio.run(scenario())
+
+
+def test_repository_policies_only_use_what_the_wire_can_carry() -> None:
+    """policies/ holds Kueue parity policies and Argo: only Tekton goes on the wire."""
+    root = Path(__file__).resolve().parents[2]
+    metrics = Metrics()
+
+    async def scenario() -> PolicySet:
+        store = PolicyStore(str(root / "policies"), resolve, metrics)
+        await store.reload(force=True)
+        assert store.active is not None
+        return store.active
+
+    active = asyncio.run(scenario())
+    assert [e.name for e in active.entries] == ["tekton-pipelinerun"]
+    reasons = "\n".join(active.skipped)
+    assert "argo-workflow (Workflow.v1alpha1.argoproj.io): managedBy at /metadata/labels" in reasons
+    assert "kueue-job (Job.v1.batch): a parity policy" in reasons
+    assert sample(metrics, "mkpolicy_sidecar_policies_skipped") == len(active.skipped) >= 10
