@@ -40,6 +40,19 @@ def _compact(obj: dict[str, Any]) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
 
 
+async def read_object(
+    client: KubeClient, info: ResourceInfo, namespace: str | None, name: str
+) -> dict[str, Any] | None:
+    """The object ``namespace/name`` read from the API server, None when it does not exist."""
+    try:
+        obj: dict[str, Any] = await client.get(info.path(namespace if info.namespaced else None, name))
+    except ApiError as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return obj
+
+
 class ManagerCache:
     """The manager's objects of one kind, kept current by a watch."""
 
@@ -84,13 +97,7 @@ class ManagerCache:
 
     async def fetch(self, namespace: str | None, name: str) -> dict[str, Any] | None:
         """A direct read from the manager (None when it has no such object); ApiError otherwise."""
-        try:
-            obj = await self.client.get(self.info.path(namespace if self.info.namespaced else None, name))
-        except ApiError as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return obj
+        return await read_object(self.client, self.info, namespace, name)
 
     async def lookup(self, namespace: str | None, name: str, *, direct: bool = False) -> dict[str, Any] | None:
         """The manager's object: the cache first (unless ``direct``), a direct read on a miss."""

@@ -28,7 +28,7 @@ from mkpolicy.kube.kubeconfig import (
 )
 from mkpolicy.kube.rest import RestConfig, in_cluster_config
 from mkpolicy.policy import GVK
-from mkpolicy.sidecar.cache import ManagerCache
+from mkpolicy.sidecar.cache import ManagerCache, read_object
 from mkpolicy.sidecar.config import ConfigError, SidecarConfig, Worker
 from mkpolicy.sidecar.endpoints import Credentials, certificate_hosts, endpoint_url, load_or_create
 from mkpolicy.sidecar.execution import Evaluator
@@ -97,11 +97,10 @@ class Sidecar:
     async def manager_object(self, entry: Entry, namespace: str | None, name: str) -> dict[str, Any] | None:
         """The manager's object for a policy kind: watch cache (or direct read, see manager.reads)."""
         cache = self._caches.get(entry.adapter.gvk)
-        direct = self.config.manager.reads == "direct"
-        if cache is None:
+        if cache is None:  # a policy set being swapped in or out: read it directly
             assert self._manager is not None
-            cache = ManagerCache(self._manager, entry.info, entry.name, self.metrics)
-            direct = True
+            return await read_object(self._manager, entry.info, namespace, name)
+        direct = self.config.manager.reads == "direct"
         return await cache.lookup(namespace if entry.info.namespaced else None, name, direct=direct)
 
     async def offload(self, key: object, fn: Callable[..., T], *args: Any) -> T:
