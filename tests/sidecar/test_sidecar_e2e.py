@@ -366,3 +366,22 @@ def test_failure_policy_ignore_skips_and_counts(tmp_path: Path) -> None:
                               policy="lenient", phase="create") == 1
 
         asyncio.run(scenario())
+
+
+def test_direct_manager_reads(tmp_path: Path) -> None:
+    """manager.reads: direct reads the manager's object on every transformed request."""
+    with clusters(tmp_path) as env:
+
+        async def scenario() -> None:
+            config = env.config(manager={"reads": "direct"})
+            async with running(config, policy_dir(tmp_path, TEKTON)) as sidecar, kueue(env, sidecar) as driver:
+                env.manager.create(pipelinerun("run-1"))
+                assert await driver.sync_job("worker1", "team-a", "run-1", "wl-1") == "created"
+                env.worker("worker1").patch("tekton.dev/v1", "PipelineRun", "run-1", {"status": worker_status(2)},
+                                            namespace="team-a", subresource="status")
+                assert await driver.sync_job("worker1", "team-a", "run-1", "wl-1") == "synced"
+                reads = {source: metric(sidecar, "mkpolicy_sidecar_manager_reads_total", policy="tekton-pipelinerun",
+                                        source=source) for source in ("cache", "direct")}
+                assert reads["cache"] == 0 and reads["direct"] >= 3
+
+        asyncio.run(scenario())
