@@ -648,7 +648,10 @@ def _fits(expected: Type, actual: Type, where: str) -> bool:
         return True
     if expected.kind == "message":
         if actual.kind == "message":
-            return actual.name == where or actual.name == expected.name or actual.schema is expected.schema
+            same_schema = (
+                actual.schema is not None and expected.schema is not None and actual.schema.node is expected.schema.node
+            )
+            return actual.name == where or actual.name == expected.name or same_schema
         return actual.kind == "map"
     if expected.kind == "list":
         return actual.kind == "list" and _fits(expected.params[0], actual.params[0], where)

@@ -88,6 +88,8 @@ def errors(expression: str) -> list[tuple[int | None, str]]:
         "Object{metadata: Object.metadata{labels: {'a': 'b'}}}",
         "cel.bind(t, object.spec.tasks, t.size() > 0 && t[0].name == 'x')",
         "object.spec.tasks.transformMap(i, t, t.name).size() < 3",
+        "object.spec == managerObject.spec && object.spec.tasks[0] != workerObject.spec.tasks[1]",
+        "[object.spec, managerObject.spec].size() == 2",
     ],
 )
 def test_well_typed(expression: str) -> None:
