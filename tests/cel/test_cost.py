@@ -96,3 +96,11 @@ def test_policy_style_patch_is_bounded() -> None:
     # String building from a variable: sizes stay finite (a request's worth).
     expression = "[JSONPatch{op: 'remove', path: '/metadata/annotations/' + jsonpatch.escapeKey(object.kind)}]"
     assert 0 < cost(expression) < 2**64 - 1
+
+
+def test_sizes_flow_through_comprehensions() -> None:
+    # filter keeps the element size, map takes its transform's: the path stays bounded.
+    expression = "object.spec.tasks.filter(t, t.name != '').map(t, '/tasks/' + jsonpatch.escapeKey(t.name))"
+    bounded = cost(expression, SCHEMA)
+    # 10 tasks at most, names of at most 20 characters.
+    assert bounded < 1_000
