@@ -392,7 +392,7 @@ class Checker:
         self.result.overloads[node] = matched
         if result is None:
             shown = ", ".join(str(t.substitute(self.mapping, a, params_to_dyn=True)) for a in arg_types)
-            self.error(f"found no matching overload for '{_display(name)}' applied to '({shown})'", node.pos)
+            self.error(f"found no matching overload for '{name}' applied to '({shown})'", node.pos)
             return self._set(node, t.ERROR)
         return self._set(node, result)
 
@@ -621,10 +621,6 @@ def _type_value_type(name: str) -> Type:
     }
     found = mapping.get(name)
     return found if found is not None else t.parse_type(name)
-
-
-def _display(name: str) -> str:
-    return name
 
 
 def _undefined_field(message: Type, name: str, schema: Schema) -> str:
