@@ -1,4 +1,5 @@
-"""Shared fixtures: repository paths and JSON snapshots."""
+"""Shared fixtures: repository paths, JSON snapshots, and the loopback API server fixtures
+(``apiserver``, ``apiserver_factory``, ``multikueue_clusters`` from mkpolicy.testing.fixtures)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from pathlib import Path
 import pytest
 from syrupy.assertion import SnapshotAssertion
 from syrupy.extensions.json import JSONSnapshotExtension
+
+pytest_plugins = ["mkpolicy.testing.fixtures"]
 
 ROOT = Path(__file__).resolve().parent.parent
 #: ``../shared`` beside the clone (CI provides it); some tests skip without it.

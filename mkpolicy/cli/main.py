@@ -17,16 +17,26 @@ from collections.abc import Sequence
 COMMANDS: list[tuple[str, str, str]] = [
     ("validate", "mkpolicy.cli.validate", "check policy files: YAML, fields, GVKs, CEL compilation"),
     ("apply", "mkpolicy.cli.apply", "dry run: the worker copy (create) or status patch (sync) of an object"),
+    ("lint", "mkpolicy.cli.lint", "lint policies: stable rule IDs, text/json/sarif/github reports"),
+    ("test", "mkpolicy.cli.test", "run policy test suites (*.test.yaml); --update-snapshots, --junit"),
+    ("init", "mkpolicy.cli.init", "scaffold a policy, its test suite and an example object"),
+    ("explain", "mkpolicy.cli.explain", "what a policy does: per phase, the fields each patch reads and writes"),
+    ("export", "mkpolicy.cli.export", "print Kueue configuration (externalFrameworks) or RBAC for policies"),
     ("schema", "mkpolicy.cli.schema", "print the JSON Schema of FrameworkPolicy documents"),
     ("eval", "mkpolicy.cli.eval", "evaluate a CEL expression against objects and print the result as JSON"),
+    ("dev", "mkpolicy.cli.dev", "developer tools: a loopback Kubernetes API server for tests and demos"),
 ]
 
 EPILOG = """\
 examples:
   mkpolicy validate policies/
+  mkpolicy lint policies/ --format sarif --output mkpolicy.sarif
+  mkpolicy test policies/ --junit policy-tests.xml
+  mkpolicy init --framework PipelineRun.v1.tekton.dev --crd pipelinerun-crd.yaml --dir policies/
   mkpolicy apply --policy policies/tekton-pipelinerun.yaml --phase create \\
       -f examples/tekton/pipelinerun.yaml --workload-name wl-1 --cluster worker1
   mkpolicy apply --policy policies/ --phase sync -f manager.yaml --worker-object worker.yaml -o diff
+  mkpolicy dev apiserver --bundled --kubeconfig-out /tmp/worker1.kubeconfig
 
 exit codes: 0 success, 1 findings or a failing policy, 2 usage or input error.
 Run 'mkpolicy COMMAND --help' for the options of a command.

@@ -9,6 +9,7 @@ Kueue's generic adapter.
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 import os
@@ -16,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from mkpolicy.cel import Environment
+from mkpolicy.cel.values import Timestamp
 from mkpolicy.engine.context import Context
 from mkpolicy.engine.expressions import POLICY_VARIABLES, Locator, PolicyExpression, lazy_variables
 from mkpolicy.engine.generic import (
@@ -133,7 +135,7 @@ class Adapter:
                 return False, f"Expecting {dotted} to be {want} not {got}"
         if self.match_conditions:
             ctx = ctx or Context()
-            bindings = self._bindings(dict(obj), dict(obj), None, ctx)
+            bindings = self._bindings(dict(obj), dict(obj), None, ctx, ctx.timestamp())
             for name, expr in self.match_conditions:
                 try:
                     result = expr.evaluate(bindings)
@@ -176,7 +178,8 @@ class Adapter:
         # that fails are the patches replayed one by one, to name the patch that broke
         # it (and, under failurePolicy Ignore, to skip it).
         skipped: list[MkpolicyError] = []
-        worker = self._apply(self.creation, start, manager, None, ctx, skipped, None)
+        now = ctx.timestamp()  # one instant per call, replays included
+        worker = self._apply(self.creation, start, manager, None, ctx, now, skipped, None)
         if self._creation_violation(worker, start, ctx, place) is not None:
             skipped = []
             worker = self._apply(
@@ -185,6 +188,7 @@ class Adapter:
                 manager,
                 None,
                 ctx,
+                now,
                 skipped,
                 lambda new, old: self._creation_violation(new, old, ctx, place),
             )
@@ -198,11 +202,12 @@ class Adapter:
         manager: dict[str, Any],
         worker: dict[str, Any] | None,
         ctx: Context,
+        now: datetime.datetime,
         skipped: list[MkpolicyError],
         check: Callable[[Any, dict[str, Any]], str | None] | None,
     ) -> dict[str, Any]:
         """Apply ``mutations`` in order; ``check`` (new, old) names an invariant broken."""
-        bindings = self._bindings(target, manager, worker, ctx)
+        bindings = self._bindings(target, manager, worker, ctx, now)
         for mutation in mutations:
             bindings["object"] = target
             if self.variables:
@@ -281,6 +286,7 @@ class Adapter:
                 manager,
                 dict(worker_obj),
                 ctx,
+                ctx.timestamp(),
                 skipped,
                 lambda new, old: self._sync_violation(new, manager),
             )
@@ -311,7 +317,12 @@ class Adapter:
 
     # -- helpers ------------------------------------------------------------------------
     def _bindings(
-        self, target: dict[str, Any], manager: dict[str, Any], worker: dict[str, Any] | None, ctx: Context
+        self,
+        target: dict[str, Any],
+        manager: dict[str, Any],
+        worker: dict[str, Any] | None,
+        ctx: Context,
+        now: datetime.datetime,
     ) -> dict[str, Any]:
         bindings: dict[str, Any] = {
             "object": target,
@@ -321,6 +332,7 @@ class Adapter:
             "workloadName": ctx.workload_name,
             "origin": ctx.origin,
             "cluster": ctx.cluster,
+            "now": Timestamp.from_datetime(now),
             "params": self.params,
         }
         bindings["variables"] = lazy_variables(self.variables, bindings)

@@ -27,7 +27,18 @@ from mkpolicy.policy.source import Path
 
 #: The variables every policy expression can use (DESIGN.md §2).
 POLICY_VARIABLES = frozenset(
-    {"object", "managerObject", "workerObject", "workload", "workloadName", "origin", "cluster", "params", "variables"}
+    {
+        "object",
+        "managerObject",
+        "workerObject",
+        "workload",
+        "workloadName",
+        "origin",
+        "cluster",
+        "now",
+        "params",
+        "variables",
+    }
 )
 
 

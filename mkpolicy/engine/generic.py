@@ -65,7 +65,9 @@ def clone(manager: dict[str, Any], workload_name: str, origin: str, identifier: 
         if key in meta:
             new_meta[key] = meta[key]
     new_meta["labels"] = dict(meta.get("labels") or {})
-    if isinstance(meta.get("annotations"), dict):
+    # Kueue clones ObjectMeta through Go types: an empty annotations map is dropped
+    # (``omitempty``), so ``annotations: {}`` on the manager is absent on the worker.
+    if isinstance(meta.get("annotations"), dict) and meta["annotations"]:
         new_meta["annotations"] = dict(meta["annotations"])
     new_meta["labels"][ORIGIN_LABEL] = origin
     place = identifier_place(identifier, workload_name)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +27,17 @@ Path = tuple[str | int, ...]
 MAX_NODES = 200_000
 MAX_DEPTH = 64
 MAX_FILE_BYTES = 8 * 1024 * 1024
+#: Most YAML events (scalars, collection starts and ends, aliases...) a stream may hold.
+#: The round-trip parser that records positions is slow (about 50 µs per event), so the
+#: stream is counted first with libyaml; 50 000 events parse in about 3 s at worst, and a
+#: policy or test suite needs a few thousand.
+MAX_EVENTS = 50_000
+#: Deepest bracket nesting a YAML stream may have before it is parsed at all. The YAML
+#: parser spends time quadratic in the flow nesting depth, so very deep ``[[[[...`` input
+#: is refused up front. The bound is generous: brackets inside CEL expressions count too.
+MAX_FLOW_DEPTH = 4 * MAX_DEPTH
+
+_BRACKETS = re.compile(r"[\[\]{}]|^---", re.MULTILINE)
 
 
 @dataclass
@@ -134,7 +146,7 @@ def _plain(node: Any, path: Path, smap: SourceMap, counter: list[int], depth: in
     """Convert ruamel round-trip nodes to plain data, recording positions."""
     counter[0] += 1
     if counter[0] > MAX_NODES:
-        raise _LimitError(f"document has more than {MAX_NODES} nodes (after alias expansion)", path)
+        raise _LimitError(f"the YAML stream has more than {MAX_NODES} nodes (after alias expansion)", path)
     if depth > MAX_DEPTH:
         raise _LimitError(f"document nests deeper than {MAX_DEPTH} levels", path)
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
@@ -146,7 +158,9 @@ def _plain(node: Any, path: Path, smap: SourceMap, counter: list[int], depth: in
         out: dict[str, Any] = {}
         for key in node:
             if not isinstance(key, str):
-                raise _LimitError(f"mapping keys must be strings, found {type(key).__name__} {key!r}", path)
+                raise _LimitError(
+                    f"mapping keys must be strings, found {type(key).__name__} {key!r}", path, limit=False
+                )
             sub = (*path, key)
             try:
                 smap.keys[sub] = tuple(node.lc.key(key))
@@ -181,10 +195,13 @@ def _plain(node: Any, path: Path, smap: SourceMap, counter: list[int], depth: in
 
 
 class _LimitError(Exception):
-    def __init__(self, message: str, path: Path) -> None:
+    """A document exceeds a limit (``limit``: input error) or cannot become plain data."""
+
+    def __init__(self, message: str, path: Path, limit: bool = True) -> None:
         super().__init__(message)
         self.message = message
         self.path = path
+        self.limit = limit
 
 
 @dataclass
@@ -224,6 +241,8 @@ def parse_documents(text: str, file: str) -> Iterator[Document]:
     from ruamel.yaml import YAML
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
+    _check_flow_depth(text, file)
+    _check_events(text, file)
     yaml = YAML(typ="rt")
     yaml.allow_duplicate_keys = False
     try:
@@ -238,7 +257,8 @@ def parse_documents(text: str, file: str) -> Iterator[Document]:
     except YAMLError as exc:
         raise PolicyError(f"malformed YAML: {exc}", Location(file)) from None
     except RecursionError:
-        raise PolicyError(f"malformed YAML: nesting deeper than {MAX_DEPTH} levels", Location(file)) from None
+        raise InputError(f"document nests deeper than {MAX_DEPTH} levels", Location(file)) from None
+    counter = [0]  # shared by every document: the limit bounds the whole stream
     for index, node in enumerate(loaded):
         if node is None:
             continue
@@ -247,12 +267,52 @@ def parse_documents(text: str, file: str) -> Iterator[Document]:
         if lc is not None:
             smap.start = (lc.line, lc.col)
         try:
-            data = _plain(node, (), smap, [0], 0, set())
+            data = _plain(node, (), smap, counter, 0, set())
         except _LimitError as exc:
-            raise PolicyError(f"document {index + 1}: {exc.message}", smap.location(exc.path)) from None
+            cls = InputError if exc.limit else PolicyError
+            raise cls(f"document {index + 1}: {exc.message}", smap.location(exc.path)) from None
         except RecursionError:
-            raise PolicyError(f"document nests deeper than {MAX_DEPTH} levels", smap.location(())) from None
+            raise InputError(f"document nests deeper than {MAX_DEPTH} levels", smap.location(())) from None
         yield Document(data, smap, index)
+
+
+def _check_flow_depth(text: str, file: str) -> None:
+    """Refuse streams whose brackets nest deeper than :data:`MAX_FLOW_DEPTH` (before parsing)."""
+    depth = 0
+    for match in _BRACKETS.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > MAX_FLOW_DEPTH:
+                line = text.count("\n", 0, match.start()) + 1
+                raise InputError(
+                    f"document nests deeper than {MAX_DEPTH} levels (found more than {MAX_FLOW_DEPTH} open brackets)",
+                    Location(file, line),
+                )
+        elif token == "---":
+            depth = 0
+        elif depth > 0:
+            depth -= 1
+
+
+def _check_events(text: str, file: str) -> None:
+    """Refuse streams with more than :data:`MAX_EVENTS` YAML events, counted with libyaml.
+
+    Syntax errors are left to the round-trip parser, which reports them with positions.
+    """
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        for count, event in enumerate(yaml.parse(text, Loader=loader)):
+            if count >= MAX_EVENTS:
+                line = event.start_mark.line + 1 if event.start_mark is not None else None
+                raise InputError(
+                    f"the YAML stream has more than {MAX_EVENTS} nodes; policy files and test suites are small",
+                    Location(file, line),
+                )
+    except yaml.YAMLError:
+        return
 
 
 def _duplicate_key(message: str) -> str:

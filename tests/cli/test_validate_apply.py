@@ -40,13 +40,11 @@ def test_validate_reports_problems_and_exits_1(tmp_path: Path, capsys: pytest.Ca
     bad.write_text(
         "apiVersion: mkpolicy.io/v1alpha1\nkind: FrameworkPolicy\nmetadata: {name: bad}\nspec:\n"
         "  framework: PipelineRun.v1.tekton.dev\n  creation:\n    patches:\n      - type: JSONPatch\n"
-        "        jsonPatch: {expression: '[JSONPatch{op: \"add\", path: \"/x\", value: objct}]'}\n"
+        '        jsonPatch: {expression: \'[JSONPatch{op: "add", path: "/x", value: objct}]\'}\n'
     )
     code, out, _ = run(capsys, "validate", str(bad))
     assert code == 1
-    assert out == (
-        f"{bad}:9:75: error: undeclared reference to 'objct' [policy bad: creation patch #1 (JSONPatch)]\n"
-    )
+    assert out == (f"{bad}:9:75: error: undeclared reference to 'objct' [policy bad: creation patch #1 (JSONPatch)]\n")
 
 
 @pytest.mark.parametrize(
@@ -73,11 +71,24 @@ def test_usage_and_input_errors_exit_2(capsys: pytest.CaptureFixture[str], argv:
         ["--phase", "sync", "-f", TEKTON, "--worker-object", TEKTON_WORKER, "-o", "json"],
         ["--phase", "sync", "-f", TEKTON, "--worker-object", TEKTON_WORKER, "-o", "diff"],
         ["--phase", "create", "-f", "examples/argo/workflow.yaml", "-o", "diff"],
-        ["--phase", "sync", "-f", "examples/argo/workflow.yaml", "--worker-object",
-         "examples/argo/workflow-worker.yaml"],
+        [
+            "--phase",
+            "sync",
+            "-f",
+            "examples/argo/workflow.yaml",
+            "--worker-object",
+            "examples/argo/workflow-worker.yaml",
+        ],
     ],
-    ids=["create-yaml", "create-label-json", "create-diff", "sync-json", "sync-diff", "argo-create-diff",
-         "argo-sync-yaml"],
+    ids=[
+        "create-yaml",
+        "create-label-json",
+        "create-diff",
+        "sync-json",
+        "sync-diff",
+        "argo-create-diff",
+        "argo-sync-yaml",
+    ],
 )
 def test_apply_outputs(capsys: pytest.CaptureFixture[str], snapshot: SnapshotAssertion, argv: list[str]) -> None:
     code, out, err = run(capsys, "apply", "--policy", "policies/", *argv)
@@ -88,15 +99,28 @@ def test_apply_outputs(capsys: pytest.CaptureFixture[str], snapshot: SnapshotAss
 def test_apply_sync_without_change_prints_null(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     worker = tmp_path / "worker.yaml"
     worker.write_text(json.dumps({"apiVersion": "tekton.dev/v1", "kind": "PipelineRun"}))
-    code, out, _ = run(capsys, "apply", "--policy", "policies/", "--phase", "sync", "-f", TEKTON,
-                       "--worker-object", str(worker), "-o", "json")
+    code, out, _ = run(
+        capsys,
+        "apply",
+        "--policy",
+        "policies/",
+        "--phase",
+        "sync",
+        "-f",
+        TEKTON,
+        "--worker-object",
+        str(worker),
+        "-o",
+        "json",
+    )
     assert (code, out) == (0, "null\n")
 
 
 def test_apply_not_managed_exits_1(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     obj = tmp_path / "pr.yaml"
-    obj.write_text(json.dumps({"apiVersion": "tekton.dev/v1", "kind": "PipelineRun", "metadata": {"name": "x"},
-                               "spec": {}}))
+    obj.write_text(
+        json.dumps({"apiVersion": "tekton.dev/v1", "kind": "PipelineRun", "metadata": {"name": "x"}, "spec": {}})
+    )
     code, _, err = run(capsys, "apply", "--policy", "policies/", "--phase", "create", "-f", str(obj))
     assert code == 1
     assert err == (

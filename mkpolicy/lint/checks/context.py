@@ -1,0 +1,48 @@
+"""What every check sees: the policy, its schema and its compiled expressions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mkpolicy.cel.ast import Node
+from mkpolicy.engine.expressions import PolicyExpression
+from mkpolicy.errors import Location
+from mkpolicy.lint.findings import Finding
+from mkpolicy.lint.sites import Site
+from mkpolicy.policy import FrameworkPolicy
+from mkpolicy.policy.source import Path
+from mkpolicy.structural import Schema
+
+
+@dataclass
+class Compiled:
+    """A site whose expression compiled (its AST is available to the rules)."""
+
+    site: Site
+    expression: PolicyExpression
+
+    @property
+    def ast(self) -> Node:
+        """The expression's syntax tree."""
+        return self.expression.ast
+
+
+@dataclass
+class PolicyContext:
+    """One policy under lint; checks append findings with :meth:`report`."""
+
+    policy: FrameworkPolicy
+    schema: Schema | None = None
+    compiled: list[Compiled] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+    def report(self, rule_id: str, message: str, location: Location) -> None:
+        """Record a finding of ``rule_id`` at ``location``."""
+        self.findings.append(Finding.at(rule_id, message, location, self.policy.name))
+
+    def at(self, path: Path, key: bool = False) -> Location:
+        """The location of a document path (its key with ``key=True``)."""
+        source = self.policy.source
+        if source is None:
+            return Location()
+        return source.location(path, key=key)

@@ -1,0 +1,116 @@
+"""The managedBy field against the schema (MKP301, MKP302) and stock Kueue's expectations (MKP4xx)."""
+
+from __future__ import annotations
+
+from mkpolicy.lint.checks.context import PolicyContext
+from mkpolicy.policy import DEFAULT_MANAGED_BY_PATH, MULTIKUEUE_CONTROLLER
+from mkpolicy.policy.model import check_pointer
+from mkpolicy.structural import Schema, is_absent
+
+_WIRE = "mkpolicy's sidecar cannot change that, so the policy only works in controller mode"
+_SIDECAR = "only mkpolicy (its sidecar or controller mode) honours this"
+
+
+def check_managed_by_schema(ctx: PolicyContext) -> None:
+    """managedBy.path must name a string field of the framework's schema."""
+    managed_by = ctx.policy.spec.managed_by
+    if managed_by is None or ctx.schema is None:
+        return
+    where = ctx.at(("spec", "managedBy", "path"))
+    schema: Schema = ctx.schema
+    walked = ""
+    for token in check_pointer(managed_by.path):
+        if not schema.known:
+            return  # unknown territory (x-kubernetes-preserve-unknown-fields): anything goes
+        if schema.type == "array":
+            if not token.isdigit():
+                ctx.report(
+                    "MKP301",
+                    f"managedBy.path {managed_by.path!r}: {walked or '/'} is a list in the schema; "
+                    f"expected a list index, found {token!r}",
+                    where,
+                )
+                return
+            schema = schema.items()
+        else:
+            child = schema.field(token)
+            if is_absent(child):
+                ctx.report(
+                    "MKP301",
+                    f"managedBy.path {managed_by.path!r}: the schema of {ctx.policy.spec.framework} has no field "
+                    f"{token!r} under {walked or '/'}{_fields_hint(schema)}",
+                    where,
+                )
+                return
+            schema = child
+        walked += "/" + token.replace("~", "~0").replace("/", "~1")
+    if schema.known and schema.type is not None and schema.type != "string":
+        ctx.report(
+            "MKP302",
+            f"managedBy.path {managed_by.path!r}: expected a string field; the schema says {schema.type}",
+            where,
+        )
+
+
+def _fields_hint(schema: Schema) -> str:
+    props = (schema.node or {}).get("properties")
+    if isinstance(props, dict) and props:
+        names = sorted(props)
+        more = f", ... ({len(names)} fields)" if len(names) > 8 else ""
+        return f" (it has: {', '.join(names[:8])}{more})"
+    return ""
+
+
+def check_stock_kueue(ctx: PolicyContext) -> None:
+    """Warn about format features Kueue's generic adapter cannot honour (DESIGN.md §3)."""
+    spec = ctx.policy.spec
+    if spec.managed_by is None:
+        ctx.report(
+            "MKP402",
+            "managedBy: null (every object is managed): stock Kueue's generic adapter only manages objects "
+            f"whose /spec/managedBy is {MULTIKUEUE_CONTROLLER!r}; {_WIRE}",
+            ctx.at(("spec", "managedBy")),
+        )
+    else:
+        if spec.managed_by.path != DEFAULT_MANAGED_BY_PATH:
+            ctx.report(
+                "MKP401",
+                f"managedBy.path is {spec.managed_by.path!r}: stock Kueue's generic adapter only checks "
+                f"{DEFAULT_MANAGED_BY_PATH}, so objects marked at this path are never dispatched; {_WIRE}",
+                ctx.at(("spec", "managedBy", "path")),
+            )
+        if spec.managed_by.value != MULTIKUEUE_CONTROLLER:
+            ctx.report(
+                "MKP403",
+                f"managedBy.value is {spec.managed_by.value!r}: stock Kueue's generic adapter only dispatches "
+                f"objects whose managedBy is {MULTIKUEUE_CONTROLLER!r}; {_WIRE}",
+                ctx.at(("spec", "managedBy", "value")),
+            )
+    if spec.sync.mode == "none":
+        ctx.report(
+            "MKP404",
+            "sync.mode: none: stock Kueue's generic adapter always copies the worker's status to the "
+            f"manager; {_SIDECAR}",
+            ctx.at(("spec", "sync", "mode")),
+        )
+    if spec.sync.subresource == "none":
+        ctx.report(
+            "MKP405",
+            "sync.subresource: none: stock Kueue's generic adapter writes status through the status "
+            f"subresource, which this kind does not have; {_WIRE}",
+            ctx.at(("spec", "sync", "subresource")),
+        )
+    identifier = spec.creation.workload_identifier
+    if identifier != "context":
+        detail = {
+            "none": "it always records the prebuilt-workload name on the worker copy",
+            "annotation": "it uses a label instead when the WorkloadIdentifierAnnotations feature gate is off",
+            "label": "it uses the annotation when the WorkloadIdentifierAnnotations feature gate is on "
+            "(the default since Kueue 0.18)",
+        }[identifier]
+        ctx.report(
+            "MKP406",
+            f"creation.workloadIdentifier is {identifier!r}: stock Kueue's generic adapter decides where the "
+            f"prebuilt-workload name goes and {detail}; {_SIDECAR}, or use 'context' to follow Kueue",
+            ctx.at(("spec", "creation", "workloadIdentifier")),
+        )

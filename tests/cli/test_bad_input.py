@@ -1,0 +1,163 @@
+"""Bad input through the CLI: clear errors, exit code 2, bounded time and memory.
+
+Each case runs ``mkpolicy`` in a child process limited to 1 GiB of address space, so a
+YAML bomb that expanded would fail with MemoryError instead of passing.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+MEMORY_LIMIT = 1024 * 1024 * 1024
+TIME_LIMIT = 15.0
+HEADER = "apiVersion: mkpolicy.io/v1alpha1\nkind: FrameworkPolicy\nmetadata:\n  name: x\nspec:\n  framework: X.v1.example.com\n"
+
+
+def _limit() -> None:  # runs in the child
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+
+def mkpolicy(*argv: str, cwd: Path) -> tuple[int, str, float]:
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkpolicy", *argv],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=_limit,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    return proc.returncode, proc.stdout + proc.stderr, time.perf_counter() - start
+
+
+def bomb(levels: int = 9) -> str:
+    lines = ['    a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for i in range(1, levels):
+        lines.append(f"    a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]")
+    return HEADER + "  params:\n" + "\n".join(lines) + "\n"
+
+
+def _write(name: str, content: str | bytes) -> Callable[[Path], str]:
+    def make(d: Path) -> str:
+        path = d / name
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+        return name
+
+    return make
+
+
+def _dir(name: str, files: dict[str, str]) -> Callable[[Path], str]:
+    def make(d: Path) -> str:
+        (d / name).mkdir()
+        for file, text in files.items():
+            (d / name / file).write_text(text)
+        return name
+
+    return make
+
+
+def _nested_block(depth: int) -> str:
+    return (
+        HEADER
+        + "  params:\n"
+        + "".join("    " + "  " * i + f"k{i}:\n" for i in range(depth))
+        + "    "
+        + "  " * depth
+        + "x: 1\n"
+    )
+
+
+CASES = [
+    ("missing", lambda d: "missing.yaml", "missing.yaml: error: no such file or directory"),
+    ("empty-dir", _dir("empty", {}), "empty: error: directory holds no *.yaml or *.yml files"),
+    (
+        "dir-without-policies",
+        _dir("objs", {"pod.yaml": "apiVersion: v1\nkind: Pod\n"}),
+        "objs: error: directory holds no FrameworkPolicy documents",
+    ),
+    (
+        "binary",
+        _write("bin.yaml", b"\x7fELF\x00\x01\x02"),
+        "bin.yaml: error: expected a YAML text file, found binary data (NUL bytes)",
+    ),
+    (
+        "not-utf8",
+        _write("latin.yaml", b"a: \xe9t\xe9\n"),
+        "latin.yaml:1: error: expected UTF-8 text, found an invalid byte at offset 3",
+    ),
+    (
+        "yaml-bomb",
+        _write("bomb.yaml", bomb()),
+        "error: document 1: the YAML stream has more than 200000 nodes (after alias expansion)",
+    ),
+    (
+        "deep-flow",
+        _write("deep.yaml", HEADER + "  params: " + "[" * 5000 + "]" * 5000 + "\n"),
+        "deep.yaml:7: error: document nests deeper than 64 levels",
+    ),
+    ("deep-block", _write("deep.yaml", _nested_block(80)), "error: document 1: document nests deeper than 64 levels"),
+    ("huge", _write("huge.yaml", "#" * (9 * 1024 * 1024)), "huge.yaml: error: file is larger than 8 MiB"),
+    (
+        "many-nodes",
+        _write("many.yaml", HEADER + "  params:\n    l:\n" + "    - x\n" * 60_000),
+        "error: the YAML stream has more than 50000 nodes; policy files and test suites are small",
+    ),
+]
+
+
+@pytest.mark.parametrize(("make", "message"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_lint_rejects_bad_input(tmp_path: Path, make: Callable[[Path], str], message: str) -> None:
+    path = make(tmp_path)
+    code, output, elapsed = mkpolicy("lint", path, cwd=tmp_path)
+    assert code == 2, output
+    assert message in output
+    assert "Traceback" not in output
+    assert elapsed < TIME_LIMIT
+
+
+@pytest.mark.parametrize(
+    ("argv", "make", "message"),
+    [
+        (["test"], _write("bomb.test.yaml", bomb()), "the YAML stream has more than 200000 nodes"),
+        (["test"], _write("bin.test.yaml", b"\x00\x00"), "found binary data"),
+        (["explain"], _write("bomb.yaml", bomb()), "the YAML stream has more than 200000 nodes"),
+        (
+            ["export", "rbac", "--policies"],
+            _write("deep.yaml", HEADER + "  params: " + "{a: " * 300 + "1" + "}" * 300 + "\n"),
+            "nests deeper than 64 levels",
+        ),
+        (["validate"], _write("huge.yaml", "#" * (9 * 1024 * 1024)), "file is larger than 8 MiB"),
+    ],
+    ids=["test-bomb", "test-binary", "explain-bomb", "export-deep", "validate-huge"],
+)
+def test_other_commands_reject_bad_input(
+    tmp_path: Path, argv: list[str], make: Callable[[Path], str], message: str
+) -> None:
+    path = make(tmp_path)
+    code, output, elapsed = mkpolicy(*argv, path, cwd=tmp_path)
+    assert code == 2, output
+    assert message in output
+    assert elapsed < TIME_LIMIT
+
+
+def test_unreadable_file(tmp_path: Path) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("root reads files whatever their mode")
+    path = tmp_path / "secret.yaml"
+    path.write_text(HEADER)
+    path.chmod(0)
+    code, output, _ = mkpolicy("lint", "secret.yaml", cwd=tmp_path)
+    assert code == 2
+    assert "secret.yaml: error: cannot read file: Permission denied" in output

@@ -1,0 +1,312 @@
+"""Lint rules on small policies: what each rule reports, and what it must not report."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from mkpolicy.lint.api import lint_paths
+
+HEADER = """\
+apiVersion: mkpolicy.io/v1alpha1
+kind: FrameworkPolicy
+metadata:
+  name: p
+spec:
+  framework: Thing.v1.example.com
+"""
+
+
+def findings(tmp_path: Path, body: str, *, messages: bool = False) -> list[str]:
+    path = tmp_path / "p.yaml"
+    path.write_text(HEADER + textwrap.indent(textwrap.dedent(body), "  "))
+    result = lint_paths([str(path)])
+    assert result.input_errors == []
+    return [f"{f.line}:{f.column} {f.rule}" + (f" {f.message}" if messages else "") for f in result.findings]
+
+
+def creation(expression: str, extra: str = "") -> str:
+    return (
+        extra + f"creation:\n  patches:\n    - type: JSONPatch\n      jsonPatch:\n        expression: '{expression}'\n"
+    )
+
+
+def sync(expression: str, extra: str = "", patch_type: str = "JSONPatch") -> str:
+    field = "jsonPatch" if patch_type == "JSONPatch" else "applyConfiguration"
+    return extra + f"sync:\n  patches:\n    - type: {patch_type}\n      {field}:\n        expression: '{expression}'\n"
+
+
+PATCH_CASES = [
+    (
+        "computed annotation key",
+        creation('[JSONPatch{op: "add", path: "/metadata/annotations/" + cluster, value: "x"}]'),
+        [],
+    ),
+    ("remove another label", creation('[JSONPatch{op: "remove", path: "/metadata/labels/team"}]'), []),
+    (
+        "remove the origin label",
+        creation('[JSONPatch{op: "remove", path: "/metadata/labels/kueue.x-k8s.io~1multikueue-origin"}]'),
+        ["11:55 MKP501"],
+    ),
+    (
+        "replace labels without the origin",
+        creation('[JSONPatch{op: "replace", path: "/metadata/labels", value: {"a": "b"}}]'),
+        ["11:56 MKP501"],
+    ),
+    (
+        "replace labels keeping the origin",
+        creation(
+            '[JSONPatch{op: "replace", path: "/metadata/labels", value: {"kueue.x-k8s.io/multikueue-origin": origin}}]'
+        ),
+        [],
+    ),
+    (
+        "add metadata with owner references",
+        creation('[JSONPatch{op: "add", path: "/metadata", value: {"ownerReferences": []}}]'),
+        ["11:52 MKP501"],
+    ),
+    (
+        "move from the namespace",
+        creation('[JSONPatch{op: "move", from: "/metadata/namespace", path: "/spec/ns"}]'),
+        ["11:53 MKP501"],
+    ),
+    ("copy the name elsewhere", creation('[JSONPatch{op: "copy", from: "/metadata/name", path: "/spec/name"}]'), []),
+    ("copy into status", creation('[JSONPatch{op: "copy", from: "/spec", path: "/status"}]'), ["11:68 MKP501"]),
+    ("test reads only", creation('[JSONPatch{op: "test", path: "/metadata/name", value: "x"}]'), []),
+    ("computed op is not judged", creation('[JSONPatch{op: cluster, path: "/metadata/name"}]'), []),
+    ("kind", creation('[JSONPatch{op: "replace", path: "/kind", value: "Other"}]'), ["11:56 MKP501"]),
+    (
+        "prebuilt annotation with identifier none",
+        creation(
+            '[JSONPatch{op: "remove", path: "/metadata/annotations/kueue.x-k8s.io~1prebuilt-workload-name"}]',
+            "creation:\n  workloadIdentifier: none\n",
+        ).replace("creation:\n  patches", "  patches"),
+        ["8:25 MKP406"],
+    ),
+    (
+        "prebuilt annotation by context",
+        creation('[JSONPatch{op: "remove", path: "/metadata/annotations/kueue.x-k8s.io~1prebuilt-workload-name"}]'),
+        ["11:55 MKP501"],
+    ),
+    (
+        "managedBy label must stay removed",
+        "managedBy:\n  path: /metadata/labels/managed\n"
+        + creation('[JSONPatch{op: "add", path: "/metadata/labels/managed", value: "x"}]'),
+        ["8:11 MKP401", "13:52 MKP501"],
+    ),
+    (
+        "managedBy null: spec.managedBy is free",
+        "managedBy: null\n" + creation('[JSONPatch{op: "add", path: "/spec/managedBy", value: "x"}]'),
+        ["7:14 MKP402"],
+    ),
+    ("sync writes status", sync('[JSONPatch{op: "add", path: "/status/phase", value: "x"}]'), []),
+    ("sync computed status path", sync('[JSONPatch{op: "add", path: "/status" + cluster, value: "x"}]'), []),
+    ("sync writes spec", sync('[JSONPatch{op: "remove", path: "/spec/x"}]'), ["11:55 MKP502"]),
+    ("sync moves from spec", sync('[JSONPatch{op: "move", from: "/spec/x", path: "/status/x"}]'), ["11:53 MKP502"]),
+    (
+        "sync Object outside status",
+        sync('Object{metadata: Object.metadata{labels: {"a": "b"}}}', patch_type="ApplyConfiguration"),
+        ["11:66 MKP502"],
+    ),
+    (
+        "sync without subresource may write labels",
+        sync('[JSONPatch{op: "add", path: "/metadata/labels/x", value: "y"}]', "sync:\n  subresource: none\n").replace(
+            "sync:\n  patches", "  patches"
+        ),
+        ["8:18 MKP405"],
+    ),
+    (
+        "sync without subresource must keep metadata",
+        sync('[JSONPatch{op: "remove", path: "/metadata"}]', "sync:\n  subresource: none\n").replace(
+            "sync:\n  patches", "  patches"
+        ),
+        ["8:18 MKP405", "12:55 MKP502"],
+    ),
+    ("empty path", creation('[JSONPatch{op: "remove", path: ""}]'), ["11:55 MKP503"]),
+    ("malformed from", creation('[JSONPatch{op: "copy", from: "spec", path: "/spec/b"}]'), ["11:53 MKP503"]),
+    ("computed continuation of an escape", creation('[JSONPatch{op: "remove", path: "/spec/a~" + cluster}]'), []),
+    ("no path", creation('[JSONPatch{op: "remove"}]'), ["11:25 MKP503"]),
+    ("no op", creation('[JSONPatch{path: "/spec/x"}]'), ["11:25 MKP503"]),
+]
+
+
+@pytest.mark.parametrize(("body", "expected"), [c[1:] for c in PATCH_CASES], ids=[c[0] for c in PATCH_CASES])
+def test_patch_rules(tmp_path: Path, body: str, expected: list[str]) -> None:
+    assert findings(tmp_path, body) == expected
+
+
+def test_constant_match_conditions_say_what_they_do(tmp_path: Path) -> None:
+    body = """\
+      params: {enabled: true}
+      matchConditions:
+        - name: never
+          expression: "1 > 2"
+        - name: notbool
+          expression: '"yes"'
+        - name: fails
+          expression: "1 / 0 == 1"
+        - name: switch
+          expression: params.enabled
+        - name: variable
+          expression: variables.v
+      variables:
+        - name: v
+          expression: object.spec.x == 1
+    """
+    assert findings(tmp_path, body, messages=True) == [
+        "10:20 MKP206 match condition 'never' reads neither the object nor the context: "
+        "it is always false: the policy never manages any object",
+        "12:20 MKP206 match condition 'notbool' reads neither the object nor the context: it always returns 'yes', not a bool",
+        "14:20 MKP206 match condition 'fails' reads neither the object nor the context: it always fails (division by zero)",
+    ]
+
+
+def test_variable_usage(tmp_path: Path) -> None:
+    body = """\
+      variables:
+        - name: a
+          expression: variables.a
+        - name: b
+          expression: variables.c + 1
+        - name: c
+          expression: "1"
+        - name: d
+          expression: "2"
+      creation:
+        patches:
+          - type: ApplyConfiguration
+            applyConfiguration:
+              expression: 'Object{spec: Object.spec{b: variables.b, e: variables.e}}'
+    """
+    assert findings(tmp_path, body, messages=True) == [
+        "8:13 MKP207 variable 'a' is never used: no expression reads variables.a",
+        "14:13 MKP207 variable 'd' is never used: no expression reads variables.d",
+        "20:78 MKP208 creation patch #1 (ApplyConfiguration): variables.e is not declared in spec.variables "
+        "(declared: a, b, c, d)",
+    ]
+
+
+def test_computed_variable_access_disables_unused_check(tmp_path: Path) -> None:
+    body = """\
+      variables:
+        - name: a
+          expression: "1"
+        - name: pick
+          expression: 'variables["a"] + variables[cluster]'
+      matchConditions:
+        - name: m
+          expression: variables.pick > 0 && object.spec.x
+    """
+    assert findings(tmp_path, body) == []
+
+
+def test_worker_object_in_match_condition_and_params(tmp_path: Path) -> None:
+    body = """\
+      matchConditions:
+        - name: m
+          expression: has(workerObject.status) || params.x
+      sync:
+        patches:
+          - type: JSONPatch
+            jsonPatch:
+              expression: '[JSONPatch{op: "add", path: "/status", value: workerObject.status}]'
+    """
+    assert findings(tmp_path, body) == ["9:23 MKP209", "9:47 MKP210"]
+
+
+def test_disable_annotation_is_per_policy(tmp_path: Path) -> None:
+    text = (
+        HEADER.replace("  name: p\n", "  name: p\n  annotations:\n    lint.mkpolicy.io/disable: 'mkp402 MKP404'\n")
+        + "  managedBy: null\n  sync:\n    mode: none\n---\n"
+        + HEADER.replace("name: p", "name: q").replace("Thing", "Other")
+        + "  managedBy: null\n"
+    )
+    (tmp_path / "p.yaml").write_text(text)
+    result = lint_paths([str(tmp_path / "p.yaml")])
+    assert [(f.policy, f.rule) for f in result.findings] == [("q", "MKP402")]
+    assert result.suppressed == 2
+
+
+CRD = """\
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+spec:
+  group: example.com
+  names: {kind: Thing, plural: things}
+  versions:
+    - name: v2
+      served: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              properties:
+                runPolicy:
+                  type: object
+                  properties: {managedBy: {type: string}}
+                items: {type: array, items: {type: object, properties: {name: {type: string}}}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("version", "managed_by", "expected"),
+    [
+        (
+            "v1",
+            "/spec/runPolicy/managedBy",
+            ["MKP107 spec.schema 'crd.yaml': the CustomResourceDefinition serves no version 'v1' (it serves: v2)"],
+        ),
+        ("v2", "/spec/runPolicy/managedBy", []),
+        ("v2", "/spec/items/0/name", []),
+        (
+            "v2",
+            "/spec/items/name",
+            [
+                "MKP301 managedBy.path '/spec/items/name': /spec/items is a list in the schema; expected a list index, found 'name'"
+            ],
+        ),
+        (
+            "v2",
+            "/spec/managedBy",
+            [
+                "MKP301 managedBy.path '/spec/managedBy': the schema of Thing.v2.example.com has no field 'managedBy' "
+                "under /spec (it has: items, runPolicy)"
+            ],
+        ),
+    ],
+)
+def test_schema_and_managed_by(tmp_path: Path, version: str, managed_by: str, expected: list[str]) -> None:
+    (tmp_path / "crd.yaml").write_text(CRD)
+    (tmp_path / "p.yaml").write_text(
+        HEADER.replace("Thing.v1", f"Thing.{version}") + f"  schema: crd.yaml\n  managedBy:\n    path: {managed_by}\n"
+    )
+    result = lint_paths([str(tmp_path / "p.yaml")])
+    assert [f"{f.rule} {f.message}" for f in result.findings if f.rule != "MKP401"] == expected
+
+
+def test_has_on_required_fields(tmp_path: Path) -> None:
+    schema = tmp_path / "schema.yaml"
+    schema.write_text(
+        "type: object\nrequired: [spec]\nproperties:\n  spec:\n    type: object\n    required: [a]\n"
+        "    properties:\n      managedBy: {type: string}\n      a: {type: object, properties: {b: {type: string}}}\n"
+    )
+    body = """\
+      schema: schema.yaml
+      matchConditions:
+        - name: m
+          expression: has(object.spec) && has(object.spec.a) && has(object.spec.a.b) && has(object.metadata)
+    """
+    assert findings(tmp_path, body) == ["10:30 MKP211", "10:55 MKP211", "10:96 MKP211"]
+
+
+def test_no_schema_means_no_schema_findings(tmp_path: Path) -> None:
+    body = """\
+      matchConditions:
+        - name: m
+          expression: has(object.spec.anything) && object.spec.anything.size() > 1
+    """
+    assert findings(tmp_path, body) == []

@@ -1,0 +1,206 @@
+"""WATCH through kubernetes.watch.Watch and raw streams: events, resume, 410, bookmarks, timeouts."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from kubernetes import watch
+from kubernetes.client import ApiException
+
+from mkpolicy.testing.apiserver import ApiServer
+
+from .conftest import Clients, Raw, clients_for, pipelinerun
+
+PR = ("tekton.dev", "v1", "default", "pipelineruns")
+
+
+def cm(name: str, **labels: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": labels}}
+
+
+class Collector:
+    """Runs watch.Watch().stream in a thread and collects (type, name, resourceVersion)."""
+
+    def __init__(self, func: Callable[..., Any], *args: Any, expect: int, **kwargs: Any) -> None:
+        self.events: list[tuple[str, str, str]] = []
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+        self.w = watch.Watch()
+        self.thread = threading.Thread(target=self._run, args=(func, args, kwargs, expect), daemon=True)
+        self.thread.start()
+
+    def _run(self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], expect: int) -> None:
+        try:
+            for ev in self.w.stream(func, *args, **kwargs):
+                obj = ev["object"]
+                meta = obj["metadata"] if isinstance(obj, dict) else obj.metadata.to_dict()
+                self.events.append((ev["type"], meta["name"], meta["resource_version"] if "resource_version" in meta
+                                    else meta["resourceVersion"]))  # fmt: skip
+                if len(self.events) >= expect:
+                    self.w.stop()
+        except BaseException as exc:
+            self.error = exc
+        finally:
+            self.done.set()
+
+    def wait(self, timeout: float = 10) -> list[tuple[str, str, str]]:
+        assert self.done.wait(timeout), f"watch did not finish; got {self.events}"
+        if self.error is not None:
+            raise self.error
+        return self.events
+
+
+def test_watch_from_now_sends_state_then_changes(apiserver: ApiServer, k8s: Clients) -> None:
+    k8s.core.create_namespaced_config_map("default", cm("a"))
+    col = Collector(k8s.core.list_namespaced_config_map, "default", expect=4)
+    apiserver.wait_for_watches(1, resource="configmaps")
+    k8s.core.patch_namespaced_config_map("a", "default", {"data": {"x": "1"}})
+    k8s.core.create_namespaced_config_map("default", cm("b"))
+    deleted = k8s.core.delete_namespaced_config_map("a", "default")
+    events = col.wait()
+    assert [(t, n) for t, n, _ in events] == [("ADDED", "a"), ("MODIFIED", "a"), ("ADDED", "b"), ("DELETED", "a")]
+    versions = [int(v) for _, _, v in events]
+    assert versions == sorted(versions)
+    assert versions[-1] > versions[-2]  # DELETED carries the deletion's resource version
+    assert deleted["status"] == "Success"
+
+
+def test_watch_resumes_from_a_resource_version(k8s: Clients) -> None:
+    k8s.custom.create_namespaced_custom_object(*PR, pipelinerun("old"))
+    since = k8s.custom.list_namespaced_custom_object(*PR)["metadata"]["resourceVersion"]
+    k8s.custom.create_namespaced_custom_object(*PR, pipelinerun("new"))
+    k8s.custom.patch_namespaced_custom_object(*PR, "old", {"metadata": {"labels": {"x": "y"}}})
+    col = Collector(k8s.custom.list_namespaced_custom_object, *PR, resource_version=since, expect=2)
+    assert [(t, n) for t, n, _ in col.wait()] == [("ADDED", "new"), ("MODIFIED", "old")]
+
+
+def test_watch_from_a_compacted_version_is_410(apiserver: ApiServer, k8s: Clients) -> None:
+    k8s.core.create_namespaced_config_map("default", cm("a"))
+    since = k8s.core.list_namespaced_config_map("default").metadata.resource_version
+    k8s.core.create_namespaced_config_map("default", cm("b"))
+    apiserver.compact()
+    col = Collector(k8s.core.list_namespaced_config_map, "default", resource_version=since, timeout_seconds=5, expect=1)
+    with pytest.raises(ApiException) as exc:
+        col.wait()
+    assert exc.value.status == 410 and "Expired: too old resource version" in exc.value.reason
+
+
+def test_history_limit_expires_old_versions(apiserver_factory: Callable[..., ApiServer], tmp_path) -> None:
+    srv = apiserver_factory("small", history=3, bundled=False)
+    k8s = clients_for(srv, tmp_path)
+    k8s.core.create_namespaced_config_map("default", cm("a"))
+    since = k8s.core.list_namespaced_config_map("default").metadata.resource_version
+    for i in range(3):
+        k8s.core.patch_namespaced_config_map("a", "default", {"data": {"i": str(i)}})
+    ok = Collector(k8s.core.list_namespaced_config_map, "default", resource_version=since, expect=3)
+    assert [t for t, _, _ in ok.wait()] == ["MODIFIED"] * 3
+    k8s.core.patch_namespaced_config_map("a", "default", {"data": {"i": "3"}})
+    late = Collector(
+        k8s.core.list_namespaced_config_map, "default", resource_version=since, timeout_seconds=5, expect=1
+    )
+    with pytest.raises(ApiException) as exc:
+        late.wait()
+    assert exc.value.status == 410
+
+
+def test_selector_transitions_become_added_and_deleted(apiserver: ApiServer, k8s: Clients) -> None:
+    k8s.core.create_namespaced_config_map("default", cm("a", app="db"))
+    col = Collector(k8s.core.list_namespaced_config_map, "default", label_selector="app=web", expect=3)
+    apiserver.wait_for_watches(1)
+    k8s.core.patch_namespaced_config_map("a", "default", {"metadata": {"labels": {"app": "web"}}})
+    k8s.core.patch_namespaced_config_map("a", "default", {"data": {"k": "v"}})
+    left = k8s.core.patch_namespaced_config_map("a", "default", {"metadata": {"labels": {"app": "db"}}})
+    events = col.wait()
+    assert [t for t, _, _ in events] == ["ADDED", "MODIFIED", "DELETED"]
+    assert events[-1][2] == left.metadata.resource_version
+
+
+def test_watch_only_sees_its_namespace(apiserver: ApiServer, k8s: Clients) -> None:
+    k8s.core.create_namespace({"metadata": {"name": "other"}})
+    col = Collector(k8s.core.list_namespaced_config_map, "default", expect=1)
+    apiserver.wait_for_watches(1, resource="configmaps")
+    k8s.core.create_namespaced_config_map("other", cm("elsewhere"))
+    k8s.core.create_namespaced_config_map("default", cm("here"))
+    assert [n for _, n, _ in col.wait()] == ["here"]
+
+
+def test_python_watch_resumes_after_the_server_ends_the_stream(apiserver: ApiServer, k8s: Clients) -> None:
+    k8s.core.create_namespaced_config_map("default", cm("first"))
+    col = Collector(k8s.core.list_namespaced_config_map, "default", expect=4)
+    apiserver.wait_for_watches(1)
+    k8s.core.create_namespaced_config_map("default", cm("second"))
+    time.sleep(0.1)
+    assert apiserver.faults.end_watches() == 1
+    k8s.core.create_namespaced_config_map("default", cm("third"))  # while the client reconnects
+    apiserver.wait_for_watches(1)
+    k8s.core.create_namespaced_config_map("default", cm("fourth"))
+    names = [n for _, n, _ in col.wait()]
+    assert names == ["first", "second", "third", "fourth"]  # nothing lost, nothing twice
+
+
+def stream_lines(raw: Raw, path: str) -> list[dict[str, Any]]:
+    reply = raw.request("GET", path, timeout=10)
+    assert reply.status == 200, reply.data
+    assert reply.headers.get("Transfer-Encoding") == "chunked"
+    return [json.loads(line) for line in reply.data.decode().splitlines()]
+
+
+def test_bookmarks_and_timeout_end_the_stream_cleanly(apiserver_factory: Callable[..., ApiServer]) -> None:
+    srv = apiserver_factory("bm", bookmark_interval=0.2, bundled=False)
+    raw = Raw(srv)
+    srv.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "default"}})
+    start = time.monotonic()
+    events = stream_lines(
+        raw, "/api/v1/namespaces/default/configmaps?watch=1&allowWatchBookmarks=true&timeoutSeconds=1"
+    )
+    assert 0.9 < time.monotonic() - start < 3
+    assert events[0]["type"] == "ADDED"
+    bookmarks = [e for e in events if e["type"] == "BOOKMARK"]
+    assert len(bookmarks) >= 2
+    assert bookmarks[-1]["object"] == {
+        "kind": "ConfigMap", "apiVersion": "v1", "metadata": {"resourceVersion": str(srv.resource_version)},
+    }  # fmt: skip
+    raw.close()
+
+
+def test_send_initial_events_ends_with_an_annotated_bookmark(raw: Raw, apiserver: ApiServer) -> None:
+    for name in ("a", "b"):
+        apiserver.create(pipelinerun(name))
+    events = stream_lines(
+        raw,
+        "/apis/tekton.dev/v1/namespaces/default/pipelineruns?watch=true&sendInitialEvents=true"
+        "&resourceVersionMatch=NotOlderThan&resourceVersion=&allowWatchBookmarks=true&timeoutSeconds=1",
+    )
+    assert [e["type"] for e in events[:3]] == ["ADDED", "ADDED", "BOOKMARK"]
+    assert events[2]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+    assert events[0]["object"]["apiVersion"] == "tekton.dev/v1"
+
+
+def test_watch_of_one_object_by_name(raw: Raw, apiserver: ApiServer) -> None:
+    for name in ("a", "b"):
+        apiserver.create(pipelinerun(name))
+    events = stream_lines(raw, "/apis/tekton.dev/v1/namespaces/default/pipelineruns/b?watch=1&timeoutSeconds=1")
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "b")]
+
+
+def test_dynamic_client_watch(apiserver: ApiServer, k8s: Clients) -> None:
+    workloads = k8s.dynamic().resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="Workload")
+    body = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": "wl"},
+            "spec": {"queueName": "q", "podSets": [{"name": "main", "count": 1,
+                                                     "template": {"spec": {"containers": []}}}]}}  # fmt: skip
+    workloads.create(body=body, namespace="default")
+    seen = [ev["type"] for ev in workloads.watch(namespace="default", timeout=1)]
+    assert seen == ["ADDED"]
+
+
+def test_watch_from_the_future_is_an_error_event(raw: Raw, apiserver: ApiServer) -> None:
+    future = apiserver.resource_version + 100
+    events = stream_lines(raw, f"/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={future}")
+    assert len(events) == 1 and events[0]["type"] == "ERROR"
+    assert events[0]["object"]["code"] == 504
+    assert events[0]["object"]["message"].startswith(f"Too large resource version: {future}")
