@@ -82,7 +82,10 @@ def _unbound(name: str, pos: int) -> EvalError:
 
 
 def _chain(base: Any, fields: tuple[str, ...], positions: tuple[int, ...]) -> Any:
-    """The slow path of a field chain: select one field at a time, with positions."""
+    """The slow path of a field chain: select one field at a time, with positions.
+
+    The fast path (plain subscripts) lands here on any failure, including an error
+    computing a lazy ``variables`` entry, so that errors get their field's position."""
     v = base
     for field, pos in zip(fields, positions, strict=True):
         if type(v) is dict:
@@ -514,11 +517,11 @@ class CodeGenerator:
                 self.emit("try:")
                 if kind == "var":
                     self.emit(f"    {out} = a[{value!r}]{subscripts}")
-                    self.emit("except (KeyError, TypeError):")
+                    self.emit("except (KeyError, TypeError, EvalError):")
                     self.emit(f"    {out} = _var_chain(a, {value!r}, {cur.pos}, {fields!r}, {positions!r})")
                 else:
                     self.emit(f"    {out} = {value}{subscripts}")
-                    self.emit("except (KeyError, TypeError):")
+                    self.emit("except (KeyError, TypeError, EvalError):")
                     self.emit(f"    {out} = _chain({value}, {fields!r}, {positions!r})")
                 return out
             if not self.env.allow_undeclared:
@@ -531,7 +534,7 @@ class CodeGenerator:
         subscripts = "".join(f"[{f!r}]" for f in fields)
         self.emit("try:")
         self.emit(f"    {out} = {base}{subscripts}")
-        self.emit("except (KeyError, TypeError):")
+        self.emit("except (KeyError, TypeError, EvalError):")
         self.emit(f"    {out} = _chain({base}, {fields!r}, {positions!r})")
         return out
 

@@ -43,6 +43,8 @@ RUNTIME_BUDGET = 10_000_000
 MAX_REQUEST_SIZE_BYTES = 3 * 1024 * 1024
 
 UNBOUNDED = 2**64 - 1
+#: The longest list ``lists.range`` builds (mkpolicy.cel.library.lists.MAX_RANGE).
+MAX_RANGE = 1_000_000
 
 SELECT_AND_IDENT_COST = 1
 LIST_CREATE_COST = 10
@@ -304,6 +306,20 @@ class Estimator:
             return Size(0, MAX_REQUEST_SIZE_BYTES - 2)
         return UNKNOWN_SIZE
 
+    def key_size(self, node: ast.Node) -> Size:
+        """Bounds of the size of the keys of the map ``node``."""
+        if isinstance(node, ast.MapLit):
+            if not node.entries:
+                return Size(0, 0)
+            sizes = [self.size(e.key) for e in node.entries if isinstance(e.key, ast.Node)]
+            out = sizes[0]
+            for other in sizes[1:]:
+                out = out.union(other)
+            return out
+        if self._from_input(node) or node in self.checked.schemas:
+            return Size(0, MAX_REQUEST_SIZE_BYTES - 2)
+        return UNKNOWN_SIZE
+
     def _local(self, name: str) -> tuple[Size | None, Size | None] | None:
         for scope in reversed(self.scopes):
             if name in scope:
@@ -362,21 +378,29 @@ class Estimator:
         if rng_type.is_dyn and count.max == MAX_REQUEST_SIZE_BYTES - 2:
             count = Size(0, default_max_size(t.list_of(t.DYN)))
         elem = self.elem_size(node.iter_range)
+        key = self.key_size(node.iter_range) if rng_type.kind != "list" else ONE
         scope: dict[str, tuple[Size | None, Size | None]] = {}
         if node.var2 is not None:
-            scope[node.var] = (ONE if rng_type.kind == "list" else elem, None)
+            scope[node.var] = (key, None)
             scope[node.var2] = (elem, None)
+            single = elem
         else:
-            scope[node.var] = (elem, None)
+            # One variable: the element of a list, the key of a map.
+            single = elem if rng_type.kind == "list" else key
+            scope[node.var] = (single, None)
         self.scopes.append(scope)
         try:
             step = _COMPREHENSION_STEP.get(node.macro, 1)
             for arg in node.args:
                 step = _add(step, self.cost(arg))
+            if node.macro in ("map", "transformList", "transformMap"):
+                self.elem_sizes[node] = self.size(node.args[-1])
         finally:
             self.scopes.pop()
-        if node.macro in ("map", "filter", "transformList", "transformMap", "transformMapEntry"):
+        if node.macro in ("map", "filter", "transformList", "transformMap", "transformMapEntry", "sortBy"):
             self.sizes[node] = Size(0, count.max)
+        if node.macro in ("filter", "sortBy"):
+            self.elem_sizes[node] = single if node.macro == "filter" else elem
         fixed = _COMPREHENSION_FIXED.get(node.macro, 1)
         return _add(_add(rng_cost, fixed), _mul(count.max, step))
 
@@ -385,7 +409,11 @@ class Estimator:
             self.sizes[dst] = self.sizes[src]
 
     def _call(self, node: ast.Call) -> int:
-        operands = ([node.target] if node.target is not None else []) + list(node.args)
+        qualified = self.checked.qualified.get(node)
+        if qualified is not None:
+            operands = list(node.args)
+        else:
+            operands = ([node.target] if node.target is not None else []) + list(node.args)
         costs = [self.cost(a) for a in operands]
         fn = node.function
         if node.target is None and fn == "_?_:_":
@@ -404,7 +432,7 @@ class Estimator:
 
     def _function_cost(self, node: ast.Call, operands: list[ast.Node]) -> int:
         """Cost of the call itself (arguments excluded); records result sizes."""
-        fn = node.function
+        fn = self.checked.qualified.get(node, node.function)
         kinds = [self.type_of(a).kind for a in operands]
         size = self.size
         if fn == "_+_" and len(operands) == 2:
@@ -441,9 +469,10 @@ class Estimator:
         return self._library_cost(node, operands, kinds)
 
     def _library_cost(self, node: ast.Call, operands: list[ast.Node], kinds: list[str]) -> int:
-        fn = node.function
+        qualified = self.checked.qualified.get(node)
+        fn = qualified or node.function
         size = self.size
-        target = operands[0] if node.target is not None else None
+        target = operands[0] if node.target is not None and qualified is None else None
         if fn in ("isSorted", "sum", "max", "min", "indexOf", "lastIndexOf") and target is not None:
             if kinds[0] == "list":
                 elem_cost = 1
@@ -455,6 +484,10 @@ class Estimator:
         if fn in ("lowerAscii", "upperAscii", "substring", "trim", "reverse", "quote", "format") and target:
             self.sizes[node] = Size(0, size(target).max if fn != "quote" else _add(_mul(size(target).max, 2), 2))
             return max(1, _factor(size(target).max, STRING_TRAVERSAL_FACTOR))
+        if fn == "jsonpatch.escapeKey" and operands:
+            # "~" and "/" become two characters.
+            self.sizes[node] = Size(size(operands[0]).min, _mul(size(operands[0]).max, 2))
+            return max(1, _factor(size(operands[0]).max, STRING_TRAVERSAL_FACTOR))
         if fn == "charAt":
             return max(1, _factor(size(operands[0]).max, STRING_TRAVERSAL_FACTOR))
         if fn in ("replace", "split") and target is not None:
@@ -502,7 +535,9 @@ class Estimator:
         ):
             sz = size(operands[0]) if operands else UNKNOWN_SIZE
             if fn == "lists.range":
-                self.sizes[node] = Size(0, sz.max if node.args and isinstance(node.args[0], ast.Literal) else UNBOUNDED)
+                arg = operands[0] if operands else None
+                n = arg.value if isinstance(arg, ast.Literal) and type(arg.value) is int else MAX_RANGE
+                self.sizes[node] = Size(0, max(0, min(n, MAX_RANGE)))
                 return max(1, self.sizes[node].max)
             self.sizes[node] = Size(0, sz.max)
             if fn in ("sort", "sortBy"):

@@ -42,13 +42,17 @@ class Type:
         self.schema = schema
 
     def _key(self) -> tuple[object, ...]:
-        return (self.kind, self.name, self.params, id(self.schema) if self.schema is not None else None)
+        if self.schema is not None:
+            # Schema-described objects are the same type wherever they are read from
+            # (object.spec and managerObject.spec): compare the schema node.
+            return (self.kind, id(self.schema.node), self.params)
+        return (self.kind, self.name, self.params)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Type) and self._key() == other._key()
 
     def __hash__(self) -> int:
-        return hash((self.kind, self.name, self.params))
+        return hash(self._key())
 
     def __repr__(self) -> str:
         return f"Type({self})"
@@ -380,9 +384,9 @@ def _assignable(m: Mapping, t1: Type, t2: Type) -> bool:
             and all(_assignable(m, a, b) for a, b in zip(t1.params, t2.params, strict=True))
         )
     if t1.kind == "message" and t2.kind == "message":
-        if t1.name != t2.name:
-            return False
-        return t1.schema is None or t2.schema is None or t1.schema is t2.schema
+        if t1.schema is not None and t2.schema is not None:
+            return t1.schema.node is t2.schema.node
+        return t1.name == t2.name
     return t1.kind == t2.kind and t1.name == t2.name
 
 

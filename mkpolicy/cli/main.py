@@ -31,14 +31,12 @@ COMMANDS: list[tuple[str, str, str]] = [
 
 EPILOG = """\
 examples:
-  mkpolicy validate policies/
-  mkpolicy lint policies/ --format sarif --output mkpolicy.sarif
-  mkpolicy test policies/ --junit policy-tests.xml
-  mkpolicy init --framework PipelineRun.v1.tekton.dev --crd pipelinerun-crd.yaml --dir policies/
-  mkpolicy apply --policy policies/tekton-pipelinerun.yaml --phase create \\
-      -f examples/tekton/pipelinerun.yaml --workload-name wl-1 --cluster worker1
-  mkpolicy apply --policy policies/ --phase sync -f manager.yaml --worker-object worker.yaml -o diff
-  mkpolicy dev apiserver --bundled --kubeconfig-out /tmp/worker1.kubeconfig
+  mkpolicy lint policies/                       # rules MKP1xx-MKP5xx, see docs/lint-rules.md
+  mkpolicy test policies/                       # run the *.test.yaml suites next to the policies
+  mkpolicy apply --policy policies/ --phase create -f examples/tekton/pipelinerun.yaml -o diff
+  mkpolicy apply --policy policies/ --phase sync -f manager.yaml --worker-object worker.yaml
+  mkpolicy eval 'object.spec.?managedBy.orValue("")' --var object=examples/tekton/pipelinerun.yaml
+  mkpolicy init --framework PipelineRun.v1.tekton.dev --crd crd.yaml
 
 exit codes: 0 success, 1 findings or a failing policy, 2 usage or input error.
 Run 'mkpolicy COMMAND --help' for the options of a command.

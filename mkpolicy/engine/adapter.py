@@ -9,7 +9,6 @@ Kueue's generic adapter.
 
 from __future__ import annotations
 
-import datetime
 import json
 import logging
 import os
@@ -17,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from mkpolicy.cel import Environment
+from mkpolicy.cel.ast import Ident
 from mkpolicy.cel.values import Timestamp
 from mkpolicy.engine.context import Context
 from mkpolicy.engine.expressions import POLICY_VARIABLES, Locator, PolicyExpression, lazy_variables
@@ -107,6 +107,11 @@ class Adapter:
         ]
         self.creation = _mutations(policy, "creation", spec.creation.patches, locator, env)
         self.sync_patches = _mutations(policy, "sync", spec.sync.patches, locator, env)
+        expressions = [e for _, e in self.match_conditions + self.variables]
+        expressions += [m.expression for m in self.creation + self.sync_patches]
+        self._uses_now = any(
+            isinstance(node, Ident) and node.name == "now" for e in expressions for node in e.ast.walk()
+        )
 
     @property
     def name(self) -> str:
@@ -135,7 +140,7 @@ class Adapter:
                 return False, f"Expecting {dotted} to be {want} not {got}"
         if self.match_conditions:
             ctx = ctx or Context()
-            bindings = self._bindings(dict(obj), dict(obj), None, ctx, ctx.timestamp())
+            bindings = self._bindings(dict(obj), dict(obj), None, ctx, self._now(ctx))
             for name, expr in self.match_conditions:
                 try:
                     result = expr.evaluate(bindings)
@@ -178,7 +183,7 @@ class Adapter:
         # that fails are the patches replayed one by one, to name the patch that broke
         # it (and, under failurePolicy Ignore, to skip it).
         skipped: list[MkpolicyError] = []
-        now = ctx.timestamp()  # one instant per call, replays included
+        now = self._now(ctx)  # one instant per call, replays included
         worker = self._apply(self.creation, start, manager, None, ctx, now, skipped, None)
         if self._creation_violation(worker, start, ctx, place) is not None:
             skipped = []
@@ -202,7 +207,7 @@ class Adapter:
         manager: dict[str, Any],
         worker: dict[str, Any] | None,
         ctx: Context,
-        now: datetime.datetime,
+        now: Timestamp | None,
         skipped: list[MkpolicyError],
         check: Callable[[Any, dict[str, Any]], str | None] | None,
     ) -> dict[str, Any]:
@@ -286,22 +291,28 @@ class Adapter:
                 manager,
                 dict(worker_obj),
                 ctx,
-                ctx.timestamp(),
+                self._now(ctx),
                 skipped,
                 lambda new, old: self._sync_violation(new, manager),
             )
             self._record(skipped, ignored)
         patch = create_merge_patch(manager, target)
-        return copy_json(patch) if patch else None
+        if not patch:
+            return None
+        # Patches only put fresh values into the target (CEL results are converted, JSON
+        # patch moves copy); without patches the worker's status is shared: copy it.
+        return copy_json(patch) if not self.sync_patches else patch
 
     def _sync_violation(self, new: Any, manager: dict[str, Any]) -> str | None:
         if not isinstance(new, dict):
             return "the object must stay a JSON object"
         if self.sync_subresource == "status":
+            # Copy-on-write keeps untouched subtrees identical: compare by identity first.
+            same = all(k == "status" or new.get(k, _MISSING) is v for k, v in manager.items())
+            if same and all(k == "status" or k in manager for k in new):
+                return None
             outside = {k: v for k, v in new.items() if k != "status"}
             before = {k: v for k, v in manager.items() if k != "status"}
-            if all(outside.get(k, _MISSING) is v for k, v in before.items()) and len(outside) == len(before):
-                return None
             changed = create_merge_patch(before, outside)
             if changed:
                 return f"sync patches may only write /status; this one writes {', '.join(_paths(changed))}"
@@ -316,13 +327,17 @@ class Adapter:
         return None
 
     # -- helpers ------------------------------------------------------------------------
+    def _now(self, ctx: Context) -> Timestamp | None:
+        """The ``now`` CEL sees, read from the clock only when an expression uses it."""
+        return Timestamp.from_datetime(ctx.timestamp()) if self._uses_now else None
+
     def _bindings(
         self,
         target: dict[str, Any],
         manager: dict[str, Any],
         worker: dict[str, Any] | None,
         ctx: Context,
-        now: datetime.datetime,
+        now: Timestamp | None,
     ) -> dict[str, Any]:
         bindings: dict[str, Any] = {
             "object": target,
@@ -332,7 +347,7 @@ class Adapter:
             "workloadName": ctx.workload_name,
             "origin": ctx.origin,
             "cluster": ctx.cluster,
-            "now": Timestamp.from_datetime(now),
+            "now": now,
             "params": self.params,
         }
         bindings["variables"] = lazy_variables(self.variables, bindings)

@@ -194,19 +194,18 @@ def json_patch_operations(value: Any, expr: PolicyExpression) -> list[dict[str, 
         if type(item) is not ObjectValue or item.type_name != "JSONPatch":
             raise expr.error(f"element {i} of the JSONPatch list is a {type_name(item)}, not a JSONPatch{{...}}")
         op: dict[str, Any] = {}
-        for key in ("op", "path", "from"):
-            if key in item:
-                if type(item[key]) is not str:
-                    raise expr.error(f"JSONPatch {i}: {key!r} must be a string; found {type_name(item[key])}")
-                op[key] = item[key]
-        for key in ("op", "path"):
-            if key not in op:
-                raise expr.error(f"JSONPatch {i} has no {key!r}")
-        if "value" in item:
-            try:
-                op["value"] = to_json(item["value"])
-            except EvalError as exc:
-                raise expr.error(f"JSONPatch {i}: value cannot be written to an object: {exc.message}") from None
+        for key, field in item.items():
+            if key == "value":
+                try:
+                    op["value"] = to_json(field)
+                except EvalError as exc:
+                    raise expr.error(f"JSONPatch {i}: value cannot be written to an object: {exc.message}") from None
+            elif type(field) is not str:
+                raise expr.error(f"JSONPatch {i}: {key!r} must be a string; found {type_name(field)}")
+            else:
+                op[key] = field
+        if "op" not in op or "path" not in op:
+            raise expr.error(f"JSONPatch {i} has no {'op' if 'op' not in op else 'path'!r}")
         ops.append(op)
     return ops
 

@@ -34,6 +34,7 @@ from typing import Any
 import jsonpatch
 import jsonpointer
 
+from mkpolicy.engine.generic import copy_json
 from mkpolicy.errors import PatchError
 
 
@@ -83,7 +84,22 @@ def _index(token: str, location: str, allow_negative: bool) -> int:
     return value
 
 
-class _Add(jsonpatch.AddOperation):
+class _Cheap(jsonpatch.PatchOperation):
+    """Construction without re-rendering the pointer (the library renders ``path`` from
+    the parsed pointer on every construction, a real cost when patches run per request)."""
+
+    operation: dict[str, Any]
+    pointer: jsonpointer.JsonPointer
+    location: str
+
+    def __init__(self, operation: dict[str, Any]) -> None:
+        self.pointer_cls = jsonpointer.JsonPointer
+        self.location = operation["path"]
+        self.pointer = _pointer(self.location)
+        self.operation = operation
+
+
+class _Add(_Cheap, jsonpatch.AddOperation):
     def apply(self, obj: Any) -> Any:
         container, token = _parent(self, obj)
         value = self.operation.get("value")
@@ -103,7 +119,7 @@ class _Add(jsonpatch.AddOperation):
         return obj
 
 
-class _Remove(jsonpatch.RemoveOperation):
+class _Remove(_Cheap, jsonpatch.RemoveOperation):
     def apply(self, obj: Any) -> Any:
         container, token = _parent(self, obj)
         if isinstance(container, dict):
@@ -120,7 +136,7 @@ class _Remove(jsonpatch.RemoveOperation):
         return obj
 
 
-class _Replace(jsonpatch.ReplaceOperation):
+class _Replace(_Cheap, jsonpatch.ReplaceOperation):
     def apply(self, obj: Any) -> Any:
         container, token = _parent(self, obj)
         value = self.operation.get("value")
@@ -136,7 +152,7 @@ class _Replace(jsonpatch.ReplaceOperation):
         return obj
 
 
-class _Test(jsonpatch.TestOperation):
+class _Test(_Cheap, jsonpatch.TestOperation):
     def apply(self, obj: Any) -> Any:
         if "value" not in self.operation:
             raise PatchError(f"test at {self.location!r} has no value")
@@ -161,7 +177,7 @@ class _Test(jsonpatch.TestOperation):
 
 
 #: The operation classes, as ``jsonpatch.JsonPatch.operations`` lists them.
-OPERATIONS = MappingProxyType(
+OPERATIONS: Mapping[str, type[jsonpatch.PatchOperation]] = MappingProxyType(
     {
         "add": _Add,
         "remove": _Remove,
@@ -174,6 +190,15 @@ OPERATIONS = MappingProxyType(
 
 
 def _operation(index: int, op: Any) -> jsonpatch.PatchOperation:
+    # Fast path for the common, well-formed add/remove/replace/test.
+    if type(op) is dict:
+        cheap = _CHEAP.get(op.get("op"))  # type: ignore[arg-type]
+        path = op.get("path")
+        if cheap is not None and type(path) is str and path[:1] == "/":
+            try:
+                return cheap(op)
+            except jsonpointer.JsonPointerException as exc:
+                raise PatchError(f"operation {index + 1} ({op['op']}): {exc}") from None
     if not isinstance(op, Mapping):
         raise PatchError(f"operation {index + 1}: expected an object with op and path, found {op!r}")
     kind = op.get("op")
@@ -190,13 +215,17 @@ def _operation(index: int, op: Any) -> jsonpatch.PatchOperation:
                 f"operation {index + 1} ({kind} {value!r}): expected a JSON pointer starting with '/'{suffix}"
             )
     try:
+        if issubclass(cls, _Cheap):
+            return cls(op if isinstance(op, dict) else dict(op))
         parsed = dict(op)
         parsed["path"] = _pointer(op["path"])
-        if "from" in op and isinstance(op["from"], str):
-            parsed["from"] = _pointer(op["from"])
+        parsed["from"] = _pointer(op["from"])
         return cls(parsed)
     except (jsonpatch.InvalidJsonPatch, jsonpointer.JsonPointerException) as exc:
         raise PatchError(f"operation {index + 1} ({kind}): {exc}") from None
+
+
+_CHEAP: dict[str, type[_Cheap]] = {"add": _Add, "remove": _Remove, "replace": _Replace, "test": _Test}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -244,6 +273,11 @@ def apply_json_patch(doc: dict[str, Any], operations: list[dict[str, Any]]) -> d
             _thaw(result, op.operation["from"].parts[:-1], fresh)
         try:
             result = op.apply(result)
+            if op.operation["op"] == "move":
+                # The moved value came from the input document: give the result its own.
+                container, token = _parent(op, result)
+                key = token if isinstance(container, dict) else (len(container) - 1 if token == "-" else int(token))
+                container[key] = copy_json(container[key])
         except TestFailed:
             return doc
         except PatchError as exc:

@@ -38,7 +38,8 @@ class CompiledMutation:
         value = self.expression.evaluate(bindings)
         try:
             if self.patch_type == "JSONPatch":
-                return apply_json_patch(target, json_patch_operations(value, self.expression))
+                operations = json_patch_operations(value, self.expression)
+                return apply_json_patch(target, operations) if operations else target
             return apply_configuration(target, apply_configuration_value(value, self.expression), schema)
         except PatchError as exc:
             if exc.location.file is not None or exc.location.where is not None:

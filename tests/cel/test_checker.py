@@ -88,6 +88,9 @@ def errors(expression: str) -> list[tuple[int | None, str]]:
         "Object{metadata: Object.metadata{labels: {'a': 'b'}}}",
         "cel.bind(t, object.spec.tasks, t.size() > 0 && t[0].name == 'x')",
         "object.spec.tasks.transformMap(i, t, t.name).size() < 3",
+        "object.spec == managerObject.spec && object.spec.tasks[0] != workerObject.spec.tasks[1]",
+        "[object.spec, managerObject.spec].size() == 2",
+        "{'tasks': dyn(object.spec.tasks), 'name': object.spec.name}",
     ],
 )
 def test_well_typed(expression: str) -> None:
@@ -113,6 +116,7 @@ def test_well_typed(expression: str) -> None:
         ("Object{spec: Object.spek{}}", 20, "unknown message type 'Object.spek'"),
         ("[JSONPatch{op: 1, path: '/x'}]", 15, "field 'JSONPatch.op' expects 'string'"),
         ("[1, 'a']", 4, "expected type 'int' but found 'string'"),
+        ("{'n': object.spec.name, 'r': object.spec.replicas}", 41, "expected type 'string' but found 'int'"),
         ("{'a': 1, 'b': true}", 14, "expected type 'int' but found 'bool'"),
         ("object.metadata.nam", 16, "undefined field 'nam'"),
         ("quantity(object.spec.replicas)", 0, "'quantity' applied to '(int)'"),

@@ -136,3 +136,17 @@ def test_straight_line_programs_need_no_budget() -> None:
     budget = Budget(1000)
     program.evaluate({}, budget=budget)
     assert budget.used == program.fixed_cost == 50
+
+
+def test_errors_of_lazy_variables_are_positioned() -> None:
+    def compute(name: str) -> Any:
+        from mkpolicy.cel.errors import EvalError
+
+        raise EvalError(f"variable {name!r} failed")
+
+    for backend in ("codegen", "closures"):
+        program = Program("1 + variables.broken", Environment.of(["variables"]), backend=backend)
+        with pytest.raises(CelEvalError) as info:
+            program.evaluate({"variables": LazyMap(["broken"], compute)})
+        assert info.value.message == "variable 'broken' failed"
+        assert info.value.offset == 14

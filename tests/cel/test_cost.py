@@ -76,3 +76,31 @@ def test_string_functions_scale_with_max_length() -> None:
     short = cost("object.spec.name.matches('^[a-z]+$')", SCHEMA)
     long = cost("object.spec.name.matches('^[a-z]+$')")
     assert short < 100 < long
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        # namespaced functions: the namespace is not evaluated
+        ("jsonpatch.escapeKey('a/b')", 1),
+        ("sets.contains([1, 2], [3])", 10 + 10 + 1 + 2 * 1),
+        ("lists.range(3)", 3),
+        ("math.greatest([1, 2, 3])", 10 + 3),
+    ],
+)
+def test_namespaced_functions(expression: str, expected: int) -> None:
+    assert cost(expression) == expected
+
+
+def test_policy_style_patch_is_bounded() -> None:
+    # String building from a variable: sizes stay finite (a request's worth).
+    expression = "[JSONPatch{op: 'remove', path: '/metadata/annotations/' + jsonpatch.escapeKey(object.kind)}]"
+    assert 0 < cost(expression) < 2**64 - 1
+
+
+def test_sizes_flow_through_comprehensions() -> None:
+    # filter keeps the element size, map takes its transform's: the path stays bounded.
+    expression = "object.spec.tasks.filter(t, t.name != '').map(t, '/tasks/' + jsonpatch.escapeKey(t.name))"
+    bounded = cost(expression, SCHEMA)
+    # 10 tasks at most, names of at most 20 characters.
+    assert bounded < 1_000

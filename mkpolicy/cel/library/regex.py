@@ -27,6 +27,7 @@ _OPTIONS.log_errors = False
 _OPTIONS.max_mem = MAX_PROGRAM_MEMORY
 
 _CACHE: dict[str, Any] = {}
+_CACHED_PATTERN_LENGTH = 4096
 _UNANCHORED = getattr(getattr(re2, "_Anchor", None), "UNANCHORED", None)
 _NO_MATCH = (-1, -1)
 
@@ -42,9 +43,12 @@ def compile_regex(pattern: str) -> Any:
             if isinstance(detail, bytes):
                 detail = detail.decode("utf-8", "replace")
             raise EvalError(f"invalid regular expression {pattern!r}: {detail}") from None
-        if len(_CACHE) >= 1024:
-            _CACHE.clear()
-        _CACHE[pattern] = found
+        # Only short patterns are kept: long ones (built from input) would make the
+        # cache a memory sink.
+        if len(pattern) <= _CACHED_PATTERN_LENGTH:
+            if len(_CACHE) >= 1024:
+                _CACHE.clear()
+            _CACHE[pattern] = found
     return found
 
 
