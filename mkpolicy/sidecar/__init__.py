@@ -6,7 +6,10 @@ Modules, one job each:
 * ``endpoints`` — CA, serving certificate and tokens; the kubeconfig Kueue gets per worker;
 * ``paths`` — which resource and verb a Kubernetes REST path addresses;
 * ``transform`` — the policy's create/sync applied to objects on the wire;
+* ``execution`` — where evaluations run (inline when proven fast, else on threads);
+* ``status`` — Kubernetes ``Status`` error bodies;
 * ``proxy`` — one worker endpoint: pass-through and transformed requests, watches;
+* ``relay`` — copying a worker's answer to the client (streams, breaks, Status errors);
 * ``upstream`` — the connection pool to one real worker;
 * ``cache`` — the watch cache of the manager's objects of a policy kind;
 * ``policies`` — the active policy set and its hot reload;

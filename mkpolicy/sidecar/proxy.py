@@ -14,16 +14,14 @@ Per request (DESIGN.md §3):
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 import aiohttp
 from aiohttp import web
-from multidict import CIMultiDict
 from yarl import URL
 
 from mkpolicy.kube.client import ApiError
@@ -32,8 +30,9 @@ from mkpolicy.sidecar.logs import fields
 from mkpolicy.sidecar.metrics import Metrics
 from mkpolicy.sidecar.paths import Target, parse_target
 from mkpolicy.sidecar.policies import Entry, PolicySet
-from mkpolicy.sidecar.status import StatusError, status_body
-from mkpolicy.sidecar.transform import Outcome, rewrite_status, worker_copy
+from mkpolicy.sidecar.relay import copy_response, describe, finish, pump, ref, status_response
+from mkpolicy.sidecar.status import StatusError
+from mkpolicy.sidecar.transform import Outcome, measure, rewrite_batch, worker_copy
 from mkpolicy.sidecar.upstream import HOP_BY_HOP, Upstream
 
 log = logging.getLogger("mkpolicy.sidecar.proxy")
@@ -129,7 +128,7 @@ class WorkerEndpoint:
                         error=exc.message,
                     ),
                 )
-            return _status_response(exc)
+            return status_response(exc)
         finally:
             metrics.inflight.dec()
             key = (policy, verb, code)
@@ -173,9 +172,9 @@ class WorkerEndpoint:
                 except (TimeoutError, aiohttp.ClientError) as exc:
                     self.hub.metrics.upstream_errors.labels(self.cluster, "read").inc()
                     raise StatusError(
-                        503, f"mkpolicy sidecar: worker {self.cluster} broke off: {_describe(exc)}"
+                        503, f"mkpolicy sidecar: worker {self.cluster} broke off: {describe(exc)}"
                     ) from None
-                return _copy_response(up, raw)
+                return copy_response(up, raw)
             response = web.StreamResponse(status=up.status, reason=up.reason)
             for key, value in up.headers.items():
                 if key.lower() not in HOP_BY_HOP:
@@ -188,12 +187,12 @@ class WorkerEndpoint:
                 self.hub.watch_opened(self.cluster, up)
                 self.hub.metrics.active_watches.labels(self.cluster).inc()
             try:
-                complete = await _pump(up, response, self._relay_chunk)
+                complete = await pump(up, response, self._relay_chunk)
             finally:
                 if watching:
                     self.hub.watch_closed(self.cluster, up)
                     self.hub.metrics.active_watches.labels(self.cluster).dec()
-            await _finish(request, response, complete or watching)
+            await finish(request, response, complete or watching)
             return response
         finally:
             up.release()
@@ -219,9 +218,7 @@ class WorkerEndpoint:
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             reason = "timeout" if isinstance(exc, asyncio.TimeoutError) else "connect"
             self.hub.metrics.upstream_errors.labels(self.cluster, reason).inc()
-            raise StatusError(
-                503, f"mkpolicy sidecar: worker {self.cluster} is unreachable: {_describe(exc)}"
-            ) from None
+            raise StatusError(503, f"mkpolicy sidecar: worker {self.cluster} is unreachable: {describe(exc)}") from None
 
     # -- policy kinds --------------------------------------------------------------------------
     async def _transformed(
@@ -285,7 +282,7 @@ class WorkerEndpoint:
         if manager is None:
             raise StatusError(
                 404,
-                f"mkpolicy sidecar: the manager cluster has no {gvk.kind} {_ref(namespace, name)}; "
+                f"mkpolicy sidecar: the manager cluster has no {gvk.kind} {ref(namespace, name)}; "
                 f"policy {entry.name} builds worker copies from it",
                 details={"name": name, "group": gvk.group, "kind": entry.info.resource},
             )
@@ -311,9 +308,9 @@ class WorkerEndpoint:
                 raw = await up.read()
             except (TimeoutError, aiohttp.ClientError) as exc:
                 self.hub.metrics.upstream_errors.labels(self.cluster, "read").inc()
-                raise StatusError(503, f"mkpolicy sidecar: worker {self.cluster} broke off: {_describe(exc)}") from None
+                raise StatusError(503, f"mkpolicy sidecar: worker {self.cluster} broke off: {describe(exc)}") from None
             if up.status >= 300:
-                return _copy_response(up, raw)
+                return copy_response(up, raw)
             try:
                 doc = json.loads(raw)
             except ValueError:
@@ -379,7 +376,7 @@ class WorkerEndpoint:
                 return await self._rewrite_events(lines, entry)
 
             try:
-                complete = await _pump(up, response, relay)
+                complete = await pump(up, response, relay)
                 if complete and pending.strip():  # a last event without its newline; a broken one is dropped
                     await response.write(await self._rewrite_events(pending + b"\n", entry))
             except ConnectionResetError:
@@ -388,7 +385,7 @@ class WorkerEndpoint:
                 self.hub.watch_closed(self.cluster, up)
                 metrics.active_watches.labels(self.cluster).dec()
             # the worker ended the watch (or shutdown closed it): end ours cleanly, the client re-watches
-            await _finish(request, response, True)
+            await finish(request, response, True)
             return response
         finally:
             up.release()
@@ -434,8 +431,8 @@ class WorkerEndpoint:
             self.hub.metrics.upstream_errors.labels("manager", "read").inc()
             raise StatusError(
                 503,
-                f"mkpolicy sidecar: cannot read {entry.adapter.gvk.kind} {_ref(namespace, name)} "
-                f"from the manager: {_describe(exc)}",
+                f"mkpolicy sidecar: cannot read {entry.adapter.gvk.kind} {ref(namespace, name)} "
+                f"from the manager: {describe(exc)}",
             ) from None
 
     async def _managers(
@@ -475,7 +472,7 @@ class WorkerEndpoint:
     async def _timed(
         self, entry: Entry, phase: str, fn: Callable[..., tuple[dict[str, Any], Outcome]], *args: Any
     ) -> dict[str, Any]:
-        obj, outcome, seconds = await self.hub.offload(entry.adapter, _measure, fn, *args)
+        obj, outcome, seconds = await self.hub.offload(entry.adapter, measure, fn, *args)
         self._count(entry, phase, outcome, seconds)
         if isinstance(obj, StatusError):
             raise obj
@@ -489,7 +486,7 @@ class WorkerEndpoint:
             if isinstance(manager, StatusError) and strict:
                 raise manager
         results = await self.hub.offload(
-            entry.adapter, _rewrite_all, entry, objects, managers, self.cluster, self.hub.origin, strict
+            entry.adapter, rewrite_batch, entry.adapter, objects, managers, self.cluster, self.hub.origin, strict
         )
         out = []
         for obj, outcome, seconds in results:
@@ -527,86 +524,4 @@ class WorkerEndpoint:
                 )
 
 
-def _measure(fn: Callable[..., tuple[dict[str, Any], Outcome]], *args: Any) -> tuple[Any, Outcome, float]:
-    """One transform: (object or StatusError, outcome, seconds)."""
-    started = time.perf_counter()
-    try:
-        obj, outcome = fn(*args)
-    except StatusError as exc:
-        return exc, Outcome("error"), time.perf_counter() - started
-    return obj, outcome, time.perf_counter() - started
-
-
-def _rewrite_all(
-    entry: Entry, objects: list[dict[str, Any]], managers: list[Any], cluster: str, origin: str, strict: bool
-) -> list[tuple[Any, Outcome, float]]:
-    """Rewrite a batch of worker objects (runs off the event loop)."""
-    out: list[tuple[Any, Outcome, float]] = []
-    for obj, manager in zip(objects, managers, strict=True):
-        started = time.perf_counter()
-        if isinstance(manager, Exception):
-            stripped = dict(obj)
-            stripped.pop("status", None)
-            out.append((stripped, Outcome("error", error=str(manager)), time.perf_counter() - started))
-            continue
-        try:
-            new, outcome = rewrite_status(entry.adapter, obj, manager, cluster, origin, strict=strict)
-        except StatusError as exc:
-            out.append((exc, Outcome("error"), time.perf_counter() - started))
-            break
-        out.append((new, outcome, time.perf_counter() - started))
-    return out
-
-
-async def _pump(
-    up: aiohttp.ClientResponse, response: web.StreamResponse, convert: Callable[[bytes], Awaitable[bytes]]
-) -> bool:
-    """Copy the worker's body to the client through ``convert``.
-
-    True when the worker's body ended normally; False when the worker broke off or
-    the client went away.
-    """
-    try:
-        async for chunk in up.content.iter_any():
-            out = await convert(chunk)
-            if out:
-                await response.write(out)
-    except ConnectionResetError:
-        return False  # the client went away
-    except (TimeoutError, aiohttp.ClientError):
-        return False  # the worker broke off
-    return True
-
-
-async def _finish(request: web.Request, response: web.StreamResponse, complete: bool) -> None:
-    """End the response: cleanly when complete, else close the connection so the client sees it broken."""
-    if not complete:
-        if request.transport is not None:
-            request.transport.close()
-        return
-    with contextlib.suppress(ConnectionResetError):
-        await response.write_eof()
-
-
-def _status_response(exc: StatusError) -> web.Response:
-    return web.Response(status=exc.code, body=json.dumps(exc.body()).encode(), content_type="application/json")
-
-
-def _copy_response(up: aiohttp.ClientResponse, raw: bytes) -> web.Response:
-    headers: CIMultiDict[str] = CIMultiDict()
-    for key, value in up.headers.items():
-        if key.lower() not in HOP_BY_HOP:
-            headers.add(key, value)
-    return web.Response(status=up.status, reason=up.reason, body=raw, headers=headers)
-
-
-def _ref(namespace: str | None, name: str) -> str:
-    return f"{namespace}/{name}" if namespace else name
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-__all__ = ["Hub", "WorkerEndpoint", "status_body"]
+__all__ = ["Hub", "WorkerEndpoint"]

@@ -11,7 +11,8 @@ Errors become :class:`StatusError` (a Kubernetes ``Status`` for the client).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -171,4 +172,40 @@ def apply_merge_patch(target: Any, patch: Any) -> Any:
             out.pop(key, None)
         else:
             out[key] = apply_merge_patch(out.get(key), value)
+    return out
+
+
+def measure(fn: Callable[..., tuple[dict[str, Any], Outcome]], *args: Any) -> tuple[Any, Outcome, float]:
+    """One transform: (object or StatusError, outcome, seconds)."""
+    started = time.perf_counter()
+    try:
+        obj, outcome = fn(*args)
+    except StatusError as exc:
+        return exc, Outcome("error"), time.perf_counter() - started
+    return obj, outcome, time.perf_counter() - started
+
+
+def rewrite_batch(
+    adapter: Adapter, objects: list[dict[str, Any]], managers: list[Any], cluster: str, origin: str, strict: bool
+) -> list[tuple[Any, Outcome, float]]:
+    """:func:`rewrite_status` of each worker object with its manager object: (object, outcome, seconds).
+
+    A manager object that could not be read (an exception) strips the status. With
+    ``strict`` the first failing sync ends the batch with its :class:`StatusError` in
+    place of the object.
+    """
+    out: list[tuple[Any, Outcome, float]] = []
+    for obj, manager in zip(objects, managers, strict=True):
+        started = time.perf_counter()
+        if isinstance(manager, Exception):
+            stripped = dict(obj)
+            stripped.pop("status", None)
+            out.append((stripped, Outcome("error", error=str(manager)), time.perf_counter() - started))
+            continue
+        try:
+            new, outcome = rewrite_status(adapter, obj, manager, cluster, origin, strict=strict)
+        except StatusError as exc:
+            out.append((exc, Outcome("error"), time.perf_counter() - started))
+            break
+        out.append((new, outcome, time.perf_counter() - started))
     return out
