@@ -17,31 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from mkpolicy.lint.checks.schema import read_schema_document, schema_path
-from mkpolicy.policy import DEFAULT_MANAGED_BY_PATH, GVK, MULTIKUEUE_CONTROLLER, FrameworkPolicy
+from mkpolicy.policy import GVK, FrameworkPolicy
+from mkpolicy.policy.kueue import generic_adapter_gap
 
 #: (group, kind) of the job kinds Kueue integrates natively (its own MultiKueue adapters).
-BUILTIN_KINDS = frozenset(
-    {
-        ("batch", "Job"),
-        ("jobset.x-k8s.io", "JobSet"),
-        ("kubeflow.org", "MPIJob"),
-        ("kubeflow.org", "PyTorchJob"),
-        ("kubeflow.org", "TFJob"),
-        ("kubeflow.org", "XGBoostJob"),
-        ("kubeflow.org", "PaddleJob"),
-        ("kubeflow.org", "JAXJob"),
-        ("trainer.kubeflow.org", "TrainJob"),
-        ("ray.io", "RayJob"),
-        ("ray.io", "RayCluster"),
-        ("ray.io", "RayService"),
-        ("workload.codeflare.dev", "AppWrapper"),
-        ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"),
-        ("apps", "StatefulSet"),
-        ("apps", "Deployment"),
-        ("", "Pod"),
-    }
-)
-
 MANAGER_VERBS = ["get", "list", "watch", "patch", "update"]
 WORKER_VERBS = ["create", "delete", "get", "list", "watch"]
 
@@ -58,28 +37,9 @@ def select(policies: list[FrameworkPolicy], include_all: bool = False) -> list[S
     """Each policy with the reason it is left out (None: exported), sorted by framework."""
     out = []
     for policy in sorted(policies, key=lambda p: str(p.spec.gvk)):
-        reason = None if include_all else skip_reason(policy)
+        reason = None if include_all else generic_adapter_gap(policy)
         out.append(Selected(policy, reason))
     return out
-
-
-def skip_reason(policy: FrameworkPolicy) -> str | None:
-    """Why stock Kueue's generic adapter cannot carry ``policy`` (None when it can)."""
-    spec = policy.spec
-    gvk = spec.gvk
-    if (gvk.group, gvk.kind) in BUILTIN_KINDS:
-        return "Kueue adapts this kind natively"
-    if spec.managed_by is None:
-        return "managedBy: null; stock Kueue needs /spec/managedBy (controller mode only)"
-    if spec.managed_by.path != DEFAULT_MANAGED_BY_PATH:
-        return (
-            f"managedBy at {spec.managed_by.path}; stock Kueue checks {DEFAULT_MANAGED_BY_PATH} (controller mode only)"
-        )
-    if spec.managed_by.value != MULTIKUEUE_CONTROLLER:
-        return f"managedBy value {spec.managed_by.value!r}; stock Kueue needs {MULTIKUEUE_CONTROLLER!r}"
-    if spec.sync.subresource == "none":
-        return "no status subresource; stock Kueue writes status through it (controller mode only)"
-    return None
 
 
 def plural(policy: FrameworkPolicy) -> str:

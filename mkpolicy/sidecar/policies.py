@@ -22,7 +22,8 @@ import aiohttp
 from mkpolicy.engine import Adapter, compile
 from mkpolicy.errors import MkpolicyError, PolicyError
 from mkpolicy.kube.client import ApiError, ResourceInfo
-from mkpolicy.policy import DEFAULT_MANAGED_BY_PATH, GVK, MULTIKUEUE_CONTROLLER, load
+from mkpolicy.policy import GVK, load
+from mkpolicy.policy.kueue import generic_adapter_gap
 from mkpolicy.sidecar.logs import fields
 from mkpolicy.sidecar.metrics import Metrics
 
@@ -102,32 +103,6 @@ def fingerprint(directory: str) -> str:
     return digest.hexdigest()
 
 
-#: Label of the policies that describe Kueue's own (native) adapters, for parity tests.
-PARITY_LABEL = "mkpolicy.io/parity"
-
-
-def wire_skip_reason(adapter: Adapter) -> str | None:
-    """Why Kueue's generic adapter never sends this policy's kind through the wire (None: it does).
-
-    Kueue's own adapters serve the kinds of parity policies; the generic adapter
-    decides "managed" by ``/spec/managedBy == kueue.x-k8s.io/multikueue`` alone and
-    writes status through the ``status`` subresource (DESIGN.md §3).
-    """
-    policy = adapter.policy
-    if PARITY_LABEL in policy.metadata.labels:
-        return f"a parity policy ({PARITY_LABEL}): Kueue adapts {adapter.gvk.kind} natively, not through the wire"
-    managed_by = policy.spec.managed_by
-    if managed_by is None:
-        return "managedBy: null; Kueue's generic adapter needs /spec/managedBy"
-    if managed_by.path != DEFAULT_MANAGED_BY_PATH:
-        return f"managedBy at {managed_by.path}; Kueue's generic adapter checks {DEFAULT_MANAGED_BY_PATH}"
-    if managed_by.value != MULTIKUEUE_CONTROLLER:
-        return f"managedBy value {managed_by.value!r}; Kueue's generic adapter needs {MULTIKUEUE_CONTROLLER!r}"
-    if policy.spec.sync.subresource == "none":
-        return "sync.subresource: none; Kueue's generic adapter writes status through the status subresource"
-    return None
-
-
 def compile_directory(directory: str) -> list[Adapter]:
     """Load and compile every policy under ``directory``; ReloadError says what failed."""
     try:
@@ -178,7 +153,7 @@ class PolicyStore:
                 adapters = await loop.run_in_executor(None, compile_directory, self.directory)
                 entries, pending, skipped = [], [], []
                 for adapter in adapters:
-                    reason = wire_skip_reason(adapter)
+                    reason = generic_adapter_gap(adapter.policy)
                     if reason is not None:
                         skipped.append(f"{adapter.name} ({adapter.gvk}): {reason}")
                         continue

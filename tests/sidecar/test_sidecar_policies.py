@@ -148,5 +148,5 @@ def test_repository_policies_only_use_what_the_wire_can_carry() -> None:
     assert [e.name for e in active.entries] == ["tekton-pipelinerun"]
     reasons = "\n".join(active.skipped)
     assert "argo-workflow (Workflow.v1alpha1.argoproj.io): managedBy at /metadata/labels" in reasons
-    assert "kueue-job (Job.v1.batch): a parity policy" in reasons
+    assert "kueue-job (Job.v1.batch): Kueue adapts Job natively, not through the generic adapter" in reasons
     assert sample(metrics, "mkpolicy_sidecar_policies_skipped") == len(active.skipped) >= 10
