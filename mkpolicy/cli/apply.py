@@ -52,8 +52,8 @@ def run(args: argparse.Namespace) -> int:
         read_object,
     )
     from mkpolicy.engine import Context, compile
-    from mkpolicy.engine.jsonpatch import json_equal
     from mkpolicy.errors import InputError, MkpolicyError, NotManagedError, PolicyError
+    from mkpolicy.jsonvalues import apply_merge_patch, json_equal
     from mkpolicy.policy import load
 
     if args.phase == "sync" and not args.worker_object:
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             assert worker is not None
             patch = adapter.sync(obj, worker, ctx, ignored)
-            result, before, after = patch, obj, _merged(obj, patch)
+            result, before, after = patch, obj, apply_merge_patch(obj, patch) if patch is not None else obj
     except NotManagedError as exc:
         error(f"not managed by policy {policy.name}: {exc.reason}")
         return EXIT_FINDINGS
@@ -118,18 +118,3 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(dump(result, args.output))
     return EXIT_OK
-
-
-def _merged(obj: dict[str, Any], patch: dict[str, Any] | None) -> dict[str, Any]:
-    """``obj`` with the JSON merge ``patch`` applied (RFC 7386)."""
-    if patch is None:
-        return obj
-    out = dict(obj)
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        elif isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merged(out[key], value)
-        else:
-            out[key] = value
-    return out

@@ -23,10 +23,10 @@ import yaml
 
 import mkpolicy
 from mkpolicy.errors import InputError, Location, MkpolicyError
+from mkpolicy.jsonvalues import apply_merge_patch
 from mkpolicy.kube.client import KubeClient, ResourceInfo
 from mkpolicy.kube.kubeconfig import KUBECONFIG_SECRET_KEY, check_kueue_rules, parse_kubeconfig, rest_config
 from mkpolicy.sidecar import Sidecar, config_from_dict, setup_logging, unwire_all
-from mkpolicy.sidecar.transform import apply_merge_patch
 from mkpolicy.testing import ApiServer
 from mkpolicy.testing.kueue_driver import GenericAdapter
 

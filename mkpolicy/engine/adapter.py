@@ -25,15 +25,13 @@ from mkpolicy.engine.generic import (
     ORIGIN_LABEL,
     PREBUILT_WORKLOAD_KEY,
     clone,
-    copy_json,
     get_pointer,
     identifier_place,
     remove_pointer,
 )
-from mkpolicy.engine.jsonpatch import json_equal
-from mkpolicy.engine.mergepatch import create_merge_patch
 from mkpolicy.engine.mutation import CompiledMutation
 from mkpolicy.errors import CelError, Location, MkpolicyError, NotManagedError, PatchError, PolicyError
+from mkpolicy.jsonvalues import copy_json, create_merge_patch, json_equal
 from mkpolicy.policy import FrameworkPolicy, JSONPatchMutation, Mutation, parse_gvk
 from mkpolicy.policy.model import check_pointer
 from mkpolicy.structural import Schema

@@ -34,26 +34,12 @@ from typing import Any
 import jsonpatch
 import jsonpointer
 
-from mkpolicy.engine.generic import copy_json
 from mkpolicy.errors import PatchError
+from mkpolicy.jsonvalues import copy_json, json_equal
 
 
 class TestFailed(Exception):
     """A ``test`` operation did not hold: Kubernetes discards the whole patch."""
-
-
-def json_equal(a: Any, b: Any) -> bool:
-    """JSON value equality: numbers by value, booleans distinct from numbers."""
-    ta, tb = type(a), type(b)
-    if ta is bool or tb is bool:
-        return ta is tb and a == b
-    if ta in (int, float) and tb in (int, float):
-        return bool(a == b)
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
-        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
-    return ta is tb and bool(a == b)
 
 
 def _parent(op: jsonpatch.PatchOperation, doc: Any) -> tuple[Any, str]:

@@ -7,9 +7,9 @@ from typing import Any, cast
 
 from mkpolicy.cel import Environment
 from mkpolicy.engine.expressions import Locator, PolicyExpression
-from mkpolicy.engine.generic import copy_json
 from mkpolicy.engine.mutation import CompiledMutation, PatchType
 from mkpolicy.errors import PatchError
+from mkpolicy.jsonvalues import copy_json
 from mkpolicy.structural import Schema
 
 #: Variables a standalone mutation can use (a subset of MutatingAdmissionPolicy's).

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from mkpolicy.engine import DEFAULT_ORIGIN
-from mkpolicy.engine.generic import clone, copy_json, remove_pointer
+from mkpolicy.engine.generic import clone, remove_pointer
 from mkpolicy.errors import InputError, Location, PolicyError
+from mkpolicy.jsonvalues import copy_json
 from mkpolicy.lint.checks.schema import read_schema_document
 from mkpolicy.policy import DEFAULT_MANAGED_BY_PATH, GVK, MULTIKUEUE_CONTROLLER, parse_gvk
 from mkpolicy.policy.model import check_pointer

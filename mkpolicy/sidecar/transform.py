@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from mkpolicy.engine import ORIGIN_LABEL, PREBUILT_WORKLOAD_KEY, Adapter, Context
 from mkpolicy.errors import MkpolicyError, NotManagedError
+from mkpolicy.jsonvalues import apply_merge_patch
 from mkpolicy.sidecar.status import StatusError
 
 _MISSING: Any = object()
@@ -159,19 +160,6 @@ def _with_type(obj: Mapping[str, Any], adapter: Adapter) -> dict[str, Any]:
     out = dict(obj)
     out.setdefault("apiVersion", adapter.gvk.api_version)
     out.setdefault("kind", adapter.gvk.kind)
-    return out
-
-
-def apply_merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386: ``patch`` applied to ``target`` (neither is modified)."""
-    if not isinstance(patch, dict):
-        return patch
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = apply_merge_patch(out.get(key), value)
     return out
 
 

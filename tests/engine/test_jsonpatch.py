@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 import mkpolicy
-from mkpolicy.engine.jsonpatch import apply_json_patch, json_equal
+from mkpolicy.engine.jsonpatch import apply_json_patch
 from mkpolicy.errors import PatchError
+from mkpolicy.jsonvalues import json_equal
 
 DOC: dict[str, Any] = {"a": {"b": 1, "l": [1, 2, 3]}, "s": "x", "k/~": True}
 

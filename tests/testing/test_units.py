@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from mkpolicy.jsonvalues import apply_merge_patch
 from mkpolicy.testing.apiserver.errors import ApiError
-from mkpolicy.testing.apiserver.patch import merge_patch, strategic_merge_patch
+from mkpolicy.testing.apiserver.patch import strategic_merge_patch
 from mkpolicy.testing.apiserver.resources import version_priority
 from mkpolicy.testing.apiserver.routing import parse_request
 from mkpolicy.testing.apiserver.schema import normalize
@@ -94,7 +95,7 @@ def test_field_selector_escapes_and_errors() -> None:
 def test_merge_patch_rfc7386_examples() -> None:
     target = {"a": "b", "c": {"d": "e", "f": "g"}, "l": [1, 2]}
     patch = {"a": "z", "c": {"f": None}, "l": [3], "n": {"x": None, "y": 1}}
-    assert merge_patch(target, patch) == {"a": "z", "c": {"d": "e"}, "l": [3], "n": {"y": 1}}
+    assert apply_merge_patch(target, patch) == {"a": "z", "c": {"d": "e"}, "l": [3], "n": {"y": 1}}
     assert target == {"a": "b", "c": {"d": "e", "f": "g"}, "l": [1, 2]}  # untouched
 
 

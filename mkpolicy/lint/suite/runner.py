@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mkpolicy.engine import Adapter, Context, compile
-from mkpolicy.engine.jsonpatch import json_equal
 from mkpolicy.errors import InputError, Location, MkpolicyError, NotManagedError, PolicyError
+from mkpolicy.jsonvalues import json_equal
 from mkpolicy.lint.suite.diff import object_diff
 from mkpolicy.lint.suite.discover import discover, read_object, suite_documents
 from mkpolicy.lint.suite.model import Case, SuiteDocument, validate_suite

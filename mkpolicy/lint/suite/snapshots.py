@@ -14,8 +14,8 @@ import os
 import re
 from typing import Any
 
-from mkpolicy.engine.jsonpatch import json_equal
 from mkpolicy.errors import InputError, Location
+from mkpolicy.jsonvalues import json_equal
 from mkpolicy.lint.suite.runner import CaseResult, SuiteResult, TestRun
 
 

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from mkpolicy.jsonvalues import apply_merge_patch
 from mkpolicy.testing.apiserver import resources as R
 from mkpolicy.testing.apiserver.builtins import strategy_for
 from mkpolicy.testing.apiserver.crd import resource_type_from_crd
@@ -50,7 +51,6 @@ from mkpolicy.testing.apiserver.patch import (
     MERGE_PATCH,
     STRATEGIC_MERGE_PATCH,
     json_patch,
-    merge_patch,
     strategic_merge_patch,
 )
 from mkpolicy.testing.apiserver.resources import PropagationPolicy, Registry, ResourceType
@@ -340,7 +340,7 @@ class Api:
         if content_type == MERGE_PATCH:
             if not isinstance(doc, dict):
                 raise bad_request(f"merge patch: expected a JSON object, found {type_name(doc)}")
-            result = copy_json(merge_patch(current, doc))
+            result = copy_json(apply_merge_patch(current, doc))
         elif content_type == JSON_PATCH:
             result = json_patch(current, doc)  # works on its own copy
         else:

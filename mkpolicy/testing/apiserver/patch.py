@@ -47,19 +47,6 @@ MERGE_KEYS: dict[str, str] = {
 }
 
 
-def merge_patch(target: Any, patch: Any) -> Any:
-    """Apply an RFC 7386 merge patch; returns a new value (``target`` is not changed)."""
-    if not isinstance(patch, dict):
-        return copy_json(patch)
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
-
-
 _OPS = {
     "add": ("path", "value"),
     "remove": ("path",),
