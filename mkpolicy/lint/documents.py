@@ -11,12 +11,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from mkpolicy.errors import InputError, Location, MkpolicyError, PolicyError
 from mkpolicy.lint.findings import Finding
 from mkpolicy.policy import API_VERSION, KIND, FrameworkPolicy
-from mkpolicy.policy.loader import OTHER_KINDS, discover, duplicate_frameworks, validate_document
+from mkpolicy.policy.loader import describe_document, discover, document_kind, duplicate_frameworks, validate_document
 from mkpolicy.policy.source import Document, parse_documents, read_text
 
 
@@ -72,7 +71,7 @@ def _collect_file(file: str, out: Collected, explicit: bool) -> None:
         return
     seen = False
     for doc in documents:
-        kind = _kind_of(doc.data)
+        kind = document_kind(doc.data)
         if kind == "other":
             continue
         if kind == "skip":
@@ -81,7 +80,7 @@ def _collect_file(file: str, out: Collected, explicit: bool) -> None:
                 out.findings.append(
                     Finding.at(
                         "MKP106",
-                        f"expected apiVersion {API_VERSION!r} and kind {KIND!r}; found {_describe(doc.data)} "
+                        f"expected apiVersion {API_VERSION!r} and kind {KIND!r}; found {describe_document(doc.data)} "
                         f"(document {doc.index + 1}); name directories to skip other documents",
                         doc.source.location(()),
                     )
@@ -128,7 +127,7 @@ def may_hold_policies(text: str) -> bool:
             }
             keys = {key.value for key, _ in node.value if isinstance(key, yaml.ScalarNode)}
             data = {k: header.get(k, True) for k in keys}
-            if _kind_of(data) == "policy":
+            if document_kind(data) == "policy":
                 return True
     except Exception:
         return True
@@ -145,21 +144,3 @@ def classify(problem: PolicyError) -> str:
     if "duplicate name" in message:
         return "MKP105"
     return "MKP102"
-
-
-def _kind_of(data: Any) -> str:
-    """``policy``, ``other`` (another mkpolicy kind) or ``skip`` (not an mkpolicy document)."""
-    if not isinstance(data, dict):
-        return "policy"  # validation says what is wrong
-    api_version = data.get("apiVersion")
-    if isinstance(api_version, str) and api_version.startswith("mkpolicy.io/"):
-        return "other" if data.get("kind") in OTHER_KINDS else "policy"
-    if "apiVersion" not in data and "kind" not in data and "spec" in data:
-        return "policy"  # a policy missing its header: report it, do not skip it
-    return "skip"
-
-
-def _describe(data: Any) -> str:
-    if isinstance(data, dict):
-        return f"apiVersion {data.get('apiVersion')!r}, kind {data.get('kind')!r}"
-    return f"a {type(data).__name__}"

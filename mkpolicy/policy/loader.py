@@ -104,13 +104,13 @@ def _load_text(
         return
     found = 0
     for doc in documents:
-        kind = _kind_of(doc)
+        kind = document_kind(doc.data)
         if kind == "skip":
             if explicit:
                 problems.append(
                     PolicyError(
                         f"expected apiVersion {API_VERSION!r} and kind {KIND!r}; "
-                        f"found {_describe(doc.data)} (document {doc.index + 1})",
+                        f"found {describe_document(doc.data)} (document {doc.index + 1})",
                         doc.source.location(()),
                     )
                 )
@@ -126,8 +126,9 @@ def _load_text(
         problems.append(PolicyError("file holds no YAML documents; expected a FrameworkPolicy", Location(file)))
 
 
-def _kind_of(doc: Document) -> str:
-    data = doc.data
+def document_kind(data: Any) -> str:
+    """``policy``, ``other`` (another mkpolicy kind, e.g. a test suite) or ``skip``
+    (not an mkpolicy document: an example object, a CRD...)."""
     if not isinstance(data, dict):
         return "policy"  # validation will say what is wrong
     api_version = data.get("apiVersion")
@@ -138,7 +139,8 @@ def _kind_of(doc: Document) -> str:
     return "skip"
 
 
-def _describe(data: Any) -> str:
+def describe_document(data: Any) -> str:
+    """apiVersion and kind of a document, for messages."""
     if isinstance(data, dict):
         return f"apiVersion {data.get('apiVersion')!r}, kind {data.get('kind')!r}"
     return f"a {type(data).__name__}"
