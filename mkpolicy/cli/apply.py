@@ -48,11 +48,11 @@ def run(args: argparse.Namespace) -> int:
         EXIT_USAGE,
         dump,
         error,
-        exit_code_for,
         read_object,
+        report_policy_error,
     )
     from mkpolicy.engine import Context, compile
-    from mkpolicy.errors import InputError, MkpolicyError, NotManagedError, PolicyError
+    from mkpolicy.errors import MkpolicyError, NotManagedError, PolicyError
     from mkpolicy.jsonvalues import apply_merge_patch, json_equal
     from mkpolicy.policy import load
 
@@ -65,9 +65,7 @@ def run(args: argparse.Namespace) -> int:
         workload = read_object(args.workload) if args.workload else None
         policies = load(args.policy)
     except PolicyError as exc:
-        for problem in exc.problems:
-            print(problem.report(), file=sys.stderr)
-        return exit_code_for(exc) if not isinstance(exc, InputError) else EXIT_USAGE
+        return report_policy_error(exc)
     matching = [
         p for p in policies if p.spec.gvk.api_version == obj.get("apiVersion") and p.spec.gvk.kind == obj.get("kind")
     ]

@@ -24,6 +24,13 @@ def exit_code_for(exc: MkpolicyError) -> int:
     return EXIT_USAGE if any(isinstance(p, InputError) for p in problems) else EXIT_FINDINGS
 
 
+def report_policy_error(exc: MkpolicyError, stream: TextIO | None = None) -> int:
+    """Print every problem of ``exc`` (one line each) and return the exit code it deserves."""
+    for problem in getattr(exc, "problems", [exc]):
+        print(problem.report(), file=stream or sys.stderr)
+    return exit_code_for(exc)
+
+
 def read_object(path: str) -> dict[str, Any]:
     """Read one Kubernetes object from a YAML or JSON file ("-" for stdin)."""
     import yaml

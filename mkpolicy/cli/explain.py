@@ -22,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
     """Explain every policy under ``args.policies``."""
     import json
 
-    from mkpolicy.cli.common import EXIT_OK, exit_code_for
+    from mkpolicy.cli.common import EXIT_OK, report_policy_error
     from mkpolicy.errors import PolicyError
     from mkpolicy.lint.explain import explain, render_text
     from mkpolicy.policy import load
@@ -30,9 +30,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         policies = load(args.policies)
     except PolicyError as exc:
-        for problem in exc.problems:
-            print(problem.report(), file=sys.stderr)
-        return exit_code_for(exc)
+        return report_policy_error(exc)
     infos = [explain(p) for p in policies]
     if args.output == "json":
         sys.stdout.write(json.dumps(infos if len(infos) > 1 else infos[0], indent=2) + "\n")

@@ -29,7 +29,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the requested configuration."""
-    from mkpolicy.cli.common import EXIT_OK, exit_code_for
+    from mkpolicy.cli.common import EXIT_OK, report_policy_error
     from mkpolicy.errors import PolicyError
     from mkpolicy.lint.export import kueue_config, rbac, select
     from mkpolicy.policy import load
@@ -37,9 +37,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         policies = load(args.policies)
     except PolicyError as exc:
-        for problem in exc.problems:
-            print(problem.report(), file=sys.stderr)
-        return exit_code_for(exc)
+        return report_policy_error(exc)
     if args.what == "kueue-config":
         sys.stdout.write(kueue_config(policies, args.all))
     else:

@@ -8,6 +8,7 @@ is valid, 1 when a policy has problems, 2 when a path cannot be read.
 from __future__ import annotations
 
 import argparse
+import sys
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -18,7 +19,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Validate and compile every policy under ``args.paths``."""
-    from mkpolicy.cli.common import EXIT_FINDINGS, EXIT_OK, exit_code_for
+    from mkpolicy.cli.common import EXIT_FINDINGS, EXIT_OK, report_policy_error
     from mkpolicy.engine import compile
     from mkpolicy.errors import MkpolicyError, PolicyError
     from mkpolicy.policy import load
@@ -26,9 +27,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         policies = load(args.paths)
     except PolicyError as exc:
-        for problem in exc.problems:
-            print(problem.report())
-        return exit_code_for(exc)
+        return report_policy_error(exc, sys.stdout)
     failed = 0
     for policy in policies:
         try:
