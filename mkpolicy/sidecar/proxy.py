@@ -2,7 +2,9 @@
 
 Per request (DESIGN.md §3):
 
-* not a policy kind: streamed to the worker and back byte-for-byte (watches included);
+* not a policy kind: relayed to the worker and back byte-for-byte (watches included) —
+  only the request head is parsed and rewritten (credentials, hop-by-hop fields), the
+  bodies pass as they came (:func:`~mkpolicy.sidecar.relay.splice`);
 * ``create`` of a policy kind: the policy's ``create`` of the manager's object is sent,
   never Kueue's body; any failure answers a Kubernetes ``Status`` and nothing is created;
 * ``get``/``list``/``watch`` (and delete responses): objects come back with
@@ -19,34 +21,49 @@ import logging
 import time
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
+from urllib.parse import unquote_plus
 
 import aiohttp
-from aiohttp import web
-from yarl import URL
 
 from mkpolicy.kube.client import ApiError
 from mkpolicy.sidecar.endpoints import Credentials
+from mkpolicy.sidecar.http1 import LAST_CHUNK, ChunkedScanner, HttpError, ResponseHead, chunk, response_head
+from mkpolicy.sidecar.listener import READ_TIMEOUT, Exchange
 from mkpolicy.sidecar.logs import fields
 from mkpolicy.sidecar.metrics import Metrics
 from mkpolicy.sidecar.paths import Target, parse_target
 from mkpolicy.sidecar.policies import Entry, PolicySet
-from mkpolicy.sidecar.relay import copy_response, describe, finish, pump, ref, status_response
+from mkpolicy.sidecar.relay import REPLAY_LIMIT, describe, read_answer, ref, send_request, splice
 from mkpolicy.sidecar.status import StatusError
 from mkpolicy.sidecar.transform import Outcome, measure, rewrite_batch, worker_copy
-from mkpolicy.sidecar.upstream import HOP_BY_HOP, Upstream
+from mkpolicy.sidecar.upstream import Upstream, UpstreamError, WorkerConnection
 
 log = logging.getLogger("mkpolicy.sidecar.proxy")
 
 T = TypeVar("T")
 
-#: Read timeout for requests that are not watches (seconds without a byte from the worker).
-READ_TIMEOUT = 60.0
 #: Headers of a worker response not copied onto a re-encoded (transformed) body.
-_REENCODED = HOP_BY_HOP | {"content-type", "content-encoding"}
+_REENCODED = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "upgrade",
+        "transfer-encoding",
+        "content-length",
+        "content-type",
+        "content-encoding",
+    }
+)
 #: Look-ups of manager objects run concurrently at most this many at a time.
 _LOOKUPS = 16
-#: Pass-through answers up to this size (with a Content-Length) are relayed in one write.
-_BUFFERED = 1024 * 1024
+#: Largest request body of a policy kind read (bytes).
+MAX_BODY = 16 * 1024 * 1024
+#: Methods sent again on a fresh connection when a reused one turns out closed (as Go's
+#: client does: the worker cannot have acted on them).
+_REPLAYABLE = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 
 
 class Hub(Protocol):
@@ -69,11 +86,16 @@ class Hub(Protocol):
     async def offload(self, key: object, fn: Callable[..., T], *args: Any) -> T:
         """Run policy work for the adapter ``key`` (off the event loop unless proven fast)."""
 
-    def watch_opened(self, cluster: str, response: aiohttp.ClientResponse) -> None:
-        """A watch started (shutdown closes it cleanly)."""
 
-    def watch_closed(self, cluster: str, response: aiohttp.ClientResponse) -> None:
-        """A watch ended."""
+def _watch_query(query: str) -> dict[str, str]:
+    """The ``watch`` parameter of a query string (the only one routing needs), first value wins."""
+    if "watch" not in query:
+        return {}
+    for part in query.split("&"):
+        key, _, value = part.partition("=")
+        if unquote_plus(key) == "watch":
+            return {"watch": unquote_plus(value)}
+    return {}
 
 
 class WorkerEndpoint:
@@ -87,19 +109,21 @@ class WorkerEndpoint:
         self._request_children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
 
     # -- entry point ----------------------------------------------------------------------
-    async def handle(self, request: web.Request) -> web.StreamResponse:
+    async def handle(self, exchange: Exchange) -> None:
         """Answer one request."""
-        start = time.perf_counter()
-        target = parse_target(request.method, request.path, request.query)
+        start = exchange.started
+        head = exchange.head
+        path, _, query = head.target.partition("?")
+        target = parse_target(head.method, path, _watch_query(query))
         verb = target.verb if target is not None else "nonresource"
         policy = ""
         metrics = self.hub.metrics
         metrics.inflight.inc()
         code = 500
         try:
-            if not self.hub.credentials.check_token(self.cluster, request.headers.get("Authorization")):
+            if not self.hub.credentials.check_token(self.cluster, head.fields.get("authorization")):
                 raise StatusError(401, "Unauthorized: expected the bearer token of this sidecar endpoint")
-            if "upgrade" in request.headers.get("Connection", "").lower():
+            if "upgrade" in head.fields or "upgrade" in head.fields.get("connection", "").lower():
                 raise StatusError(
                     400, "mkpolicy sidecar: connection upgrades (exec, attach, port-forward) are not proxied"
                 )
@@ -108,27 +132,23 @@ class WorkerEndpoint:
                 raise StatusError(503, "mkpolicy sidecar: no policy set is active yet; retry shortly")
             entry = policies.lookup(target.group, target.resource) if target is not None else None
             if entry is None or target is None:
-                response = await self._passthrough(request, target, start)
+                code = await self._passthrough(exchange, target, start)
             else:
                 policy = entry.name
-                response = await self._transformed(request, target, entry, start)
-            code = response.status
-            return response
+                code = await self._transformed(exchange, target, entry, start)
         except StatusError as exc:
             code = exc.code
             if exc.code >= 500 or exc.code == 403:
                 log.warning(
                     "request refused",
                     extra=fields(
-                        cluster=self.cluster,
-                        policy=policy,
-                        verb=verb,
-                        path=request.path,
-                        code=exc.code,
-                        error=exc.message,
+                        cluster=self.cluster, policy=policy, verb=verb, path=path, code=exc.code, error=exc.message
                     ),
                 )
-            return status_response(exc)
+            if not exchange.responded:
+                exchange.respond_status(exc)
+        except ConnectionError:
+            code = 499  # the client went away
         finally:
             metrics.inflight.dec()
             key = (policy, verb, code)
@@ -150,80 +170,103 @@ class WorkerEndpoint:
                         cluster=self.cluster,
                         policy=policy,
                         verb=verb,
-                        method=request.method,
-                        path=request.path,
+                        method=head.method,
+                        path=path,
                         code=code,
                         ms=round(elapsed * 1000, 2),
                     ),
                 )
 
-    # -- pass-through -----------------------------------------------------------------------
-    async def _passthrough(self, request: web.Request, target: Target | None, start: float) -> web.StreamResponse:
-        watching = target is not None and target.verb == "watch"
-        body = await request.read() if request.body_exists else None
-        headers = self.upstream.headers(request.headers)  # type: ignore[arg-type]
-        up = await self._send(request.method, request.raw_path, headers, body, watching)
-        try:
-            length = up.content_length
-            if not watching and length is not None and length <= _BUFFERED and request.method != "HEAD":
-                # a small, complete answer: relayed in one write (same bytes, fewer syscalls)
-                try:
-                    raw = await up.read()
-                except (TimeoutError, aiohttp.ClientError) as exc:
-                    self.hub.metrics.upstream_errors.labels(self.cluster, "read").inc()
-                    raise StatusError(
-                        503, f"mkpolicy sidecar: worker {self.cluster} broke off: {describe(exc)}"
-                    ) from None
-                return copy_response(up, raw)
-            response = web.StreamResponse(status=up.status, reason=up.reason)
-            for key, value in up.headers.items():
-                if key.lower() not in HOP_BY_HOP:
-                    response.headers.add(key, value)
-            if length is not None and not watching and request.method != "HEAD":
-                response.content_length = up.content_length
-            await response.prepare(request)
-            if watching:
-                self.hub.metrics.request_seconds.labels(self.cluster, "", "watch").observe(time.perf_counter() - start)
-                self.hub.watch_opened(self.cluster, up)
-                self.hub.metrics.active_watches.labels(self.cluster).inc()
-            try:
-                complete = await pump(up, response, self._relay_chunk)
-            finally:
-                if watching:
-                    self.hub.watch_closed(self.cluster, up)
-                    self.hub.metrics.active_watches.labels(self.cluster).dec()
-            await finish(request, response, complete or watching)
-            return response
-        finally:
-            up.release()
-
-    @staticmethod
-    async def _relay_chunk(chunk: bytes) -> bytes:
-        return chunk
-
+    # -- talking to the worker -------------------------------------------------------------------
     async def _send(
-        self, method: str, raw_path: str, headers: Any, body: bytes | None, watching: bool
-    ) -> aiohttp.ClientResponse:
-        """Send a request to the worker; StatusError 503 when it cannot be reached."""
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=None if watching else READ_TIMEOUT)
+        self, method: str, head: bytes, body: bytes | None, exchange: Exchange | None, timeout: float | None
+    ) -> tuple[WorkerConnection, ResponseHead]:
+        """Send a request to the worker and read its answer's head.
+
+        The body is ``body``, or the client's streamed from ``exchange``. A reused
+        connection found closed before any answer is replaced once, for requests the
+        worker cannot have acted on. StatusError 503 when the worker cannot be reached,
+        502 when its answer is not HTTP.
+        """
+        replayable = method in _REPLAYABLE and (exchange is None or exchange.body_done)
+        for attempt in range(2):
+            try:
+                conn = await self.upstream.acquire(fresh=attempt > 0)
+            except UpstreamError as exc:
+                self.hub.metrics.upstream_errors.labels(self.cluster, exc.reason).inc()
+                raise StatusError(
+                    503, f"mkpolicy sidecar: worker {self.cluster} is unreachable: {exc.reason}: {exc}"
+                ) from None
+            reused = conn.requests > 0
+            conn.requests += 1
+            try:
+                await send_request(conn, head, body, exchange)
+                return conn, await conn.response_head(method, timeout)
+            except UpstreamError as exc:
+                self.upstream.release(conn, False)
+                if reused and replayable and exc.reason == "read" and not conn.buffer:
+                    continue
+                self.hub.metrics.upstream_errors.labels(self.cluster, exc.reason).inc()
+                raise StatusError(
+                    503, f"mkpolicy sidecar: worker {self.cluster} is unreachable: {exc.reason}: {exc}"
+                ) from None
+            except HttpError as exc:
+                self.upstream.release(conn, False)
+                self.hub.metrics.upstream_errors.labels(self.cluster, "read").inc()
+                raise StatusError(
+                    502, f"mkpolicy sidecar: worker {self.cluster} sent an invalid answer: {exc.message}"
+                ) from None
+            except BaseException:
+                self.upstream.release(conn, False)
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _answer(self, conn: WorkerConnection, resp: ResponseHead, timeout: float | None = READ_TIMEOUT) -> bytes:
+        """The whole body of an answer (the connection released); StatusError when the worker breaks off."""
         try:
-            return await self.upstream.session.request(
-                method,
-                URL(self.upstream.url(raw_path), encoded=True),
-                headers=headers,
-                data=body,
-                allow_redirects=False,
-                timeout=timeout,
-            )
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            reason = "timeout" if isinstance(exc, asyncio.TimeoutError) else "connect"
-            self.hub.metrics.upstream_errors.labels(self.cluster, reason).inc()
-            raise StatusError(503, f"mkpolicy sidecar: worker {self.cluster} is unreachable: {describe(exc)}") from None
+            raw = await read_answer(conn, resp, timeout)
+        except UpstreamError as exc:
+            self.upstream.release(conn, False)
+            self.hub.metrics.upstream_errors.labels(self.cluster, "read").inc()
+            raise StatusError(503, f"mkpolicy sidecar: worker {self.cluster} broke off: {exc}") from None
+        except HttpError as exc:
+            self.upstream.release(conn, False)
+            self.hub.metrics.upstream_errors.labels(self.cluster, "read").inc()
+            raise StatusError(502, f"mkpolicy sidecar: worker {self.cluster}: {exc.message}") from None
+        except BaseException:
+            self.upstream.release(conn, False)
+            raise
+        self.upstream.release(conn, not resp.close)
+        return raw
+
+    # -- pass-through -----------------------------------------------------------------------
+    async def _passthrough(self, exchange: Exchange, target: Target | None, start: float) -> int:
+        watching = target is not None and target.verb == "watch"
+        head = exchange.head
+        out = self.upstream.head(head.method, head.target, head.headers)
+        body: bytes | None = None
+        if head.framing == "length" and head.length <= REPLAY_LIMIT and len(exchange.conn.buffer) >= head.length:
+            body = await exchange.body_part()  # all there: sent with the head, and again on a retry
+        conn, resp = await self._send(head.method, out, body, exchange, None if watching else READ_TIMEOUT)
+        metrics = self.hub.metrics
+        if watching:
+            metrics.request_seconds.labels(self.cluster, "", "watch").observe(time.perf_counter() - start)
+            metrics.active_watches.labels(self.cluster).inc()
+            exchange.streaming(conn.wake)
+        reusable = False
+        try:
+            reusable = await splice(exchange, conn, resp, watching=watching)
+        finally:
+            if watching:
+                exchange.streaming(None)
+                metrics.active_watches.labels(self.cluster).dec()
+            self.upstream.release(conn, reusable and exchange.complete)
+            if not exchange.complete and exchange.conn.writable:
+                metrics.upstream_errors.labels(self.cluster, "read").inc()
+        return resp.status
 
     # -- policy kinds --------------------------------------------------------------------------
-    async def _transformed(
-        self, request: web.Request, target: Target, entry: Entry, start: float
-    ) -> web.StreamResponse:
+    async def _transformed(self, exchange: Exchange, target: Target, entry: Entry, start: float) -> int:
         gvk = entry.adapter.gvk
         if target.version != entry.info.version:
             raise StatusError(
@@ -233,7 +276,7 @@ class WorkerEndpoint:
             )
         verb = target.verb
         if verb == "create" and target.subresource is None:
-            return await self._create(request, target, entry)
+            return await self._create(exchange, target, entry)
         if verb in ("update", "patch"):
             raise StatusError(
                 403,
@@ -241,21 +284,23 @@ class WorkerEndpoint:
                 "Kueue only creates, reads, watches and deletes them",
             )
         if verb == "watch":
-            return await self._watch(request, entry, start)
+            return await self._watch(exchange, entry, start)
         if verb in ("get", "list", "delete", "deletecollection"):
-            return await self._read(request, target, entry)
+            return await self._read(exchange, target, entry)
         raise StatusError(
-            405, f"mkpolicy sidecar: {request.method} {target.verb} is not supported for policy kind {gvk.kind}"
+            405,
+            f"mkpolicy sidecar: {exchange.head.method} {target.verb} is not supported for policy kind {gvk.kind}",
         )
 
-    async def _create(self, request: web.Request, target: Target, entry: Entry) -> web.StreamResponse:
+    async def _create(self, exchange: Exchange, target: Target, entry: Entry) -> int:
         adapter = entry.adapter
         gvk = adapter.gvk
-        ctype = request.headers.get("Content-Type", "application/json").split(";")[0].strip().lower()
+        head = exchange.head
+        ctype = head.fields.get("content-type", "application/json").split(";")[0].strip().lower()
         if ctype != "application/json":
             raise StatusError(415, f"mkpolicy sidecar: expected an application/json body for {gvk.kind}; found {ctype}")
         try:
-            body = json.loads(await request.read())
+            body = json.loads(await exchange.read_body(MAX_BODY))
         except ValueError as exc:
             raise StatusError(400, f"mkpolicy sidecar: the body is not JSON: {exc}") from None
         if not isinstance(body, dict):
@@ -287,45 +332,59 @@ class WorkerEndpoint:
                 details={"name": name, "group": gvk.group, "kind": entry.info.resource},
             )
         worker = await self._timed(entry, "create", worker_copy, entry.adapter, manager, body, self.cluster)
-        headers = self.upstream.headers(request.headers, force_json=True)  # type: ignore[arg-type]
-        headers["Content-Type"] = "application/json"
-        up = await self._send("POST", request.raw_path, headers, json.dumps(worker).encode(), False)
-        return await self._relay_objects(up, entry, manager_hint=manager, strict=False)
+        data = json.dumps(worker, separators=(",", ":")).encode()
+        out = self.upstream.head(
+            "POST",
+            head.target,
+            head.headers,
+            reencoded=True,
+            extra=(("Content-Type", "application/json"), ("Content-Length", str(len(data)))),
+        )
+        conn, resp = await self._send("POST", out, data, None, READ_TIMEOUT)
+        return await self._relay_objects(exchange, conn, resp, entry, manager_hint=manager, strict=False)
 
-    async def _read(self, request: web.Request, target: Target, entry: Entry) -> web.StreamResponse:
-        body = await request.read() if request.body_exists else None
-        headers = self.upstream.headers(request.headers, force_json=True)  # type: ignore[arg-type]
-        up = await self._send(request.method, request.raw_path, headers, body, False)
+    async def _read(self, exchange: Exchange, target: Target, entry: Entry) -> int:
+        head = exchange.head
+        extra: tuple[tuple[str, str], ...] = ()
+        body: bytes | None = None
+        if head.framing != "none":
+            body = await exchange.read_body(MAX_BODY)
+            extra = (("Content-Length", str(len(body))),)
+            if "content-type" in head.fields:
+                extra += (("Content-Type", head.fields["content-type"]),)
+        out = self.upstream.head(head.method, head.target, head.headers, reencoded=True, extra=extra)
+        conn, resp = await self._send(head.method, out, body, None, READ_TIMEOUT)
         strict = target.verb in ("get", "list")
-        return await self._relay_objects(up, entry, manager_hint=None, strict=strict)
+        return await self._relay_objects(exchange, conn, resp, entry, manager_hint=None, strict=strict)
 
     async def _relay_objects(
-        self, up: aiohttp.ClientResponse, entry: Entry, *, manager_hint: dict[str, Any] | None, strict: bool
-    ) -> web.StreamResponse:
+        self,
+        exchange: Exchange,
+        conn: WorkerConnection,
+        resp: ResponseHead,
+        entry: Entry,
+        *,
+        manager_hint: dict[str, Any] | None,
+        strict: bool,
+    ) -> int:
         """The worker's answer with every object of the policy kind rewritten (errors relayed as sent)."""
+        raw = await self._answer(conn, resp)
+        headers = [(k, v) for k, v in resp.headers if k.lower() not in _REENCODED]
+        if resp.status >= 300:
+            if "content-type" in resp.fields:
+                headers.append(("Content-Type", resp.fields["content-type"]))
+            if "content-encoding" in resp.fields:
+                headers.append(("Content-Encoding", resp.fields["content-encoding"]))
+            exchange.respond(resp.status, headers, raw, resp.reason)
+            return resp.status
         try:
-            try:
-                raw = await up.read()
-            except (TimeoutError, aiohttp.ClientError) as exc:
-                self.hub.metrics.upstream_errors.labels(self.cluster, "read").inc()
-                raise StatusError(503, f"mkpolicy sidecar: worker {self.cluster} broke off: {describe(exc)}") from None
-            if up.status >= 300:
-                return copy_response(up, raw)
-            try:
-                doc = json.loads(raw)
-            except ValueError:
-                raise StatusError(
-                    502, f"mkpolicy sidecar: worker {self.cluster} sent a body that is not JSON"
-                ) from None
-            doc = await self._rewrite_document(doc, entry, manager_hint, strict)
-            response = web.Response(status=up.status, body=json.dumps(doc, separators=(",", ":")).encode())
-            for key, value in up.headers.items():
-                if key.lower() not in _REENCODED:
-                    response.headers.add(key, value)
-            response.content_type = "application/json"
-            return response
-        finally:
-            up.release()
+            doc = json.loads(raw)
+        except ValueError:
+            raise StatusError(502, f"mkpolicy sidecar: worker {self.cluster} sent a body that is not JSON") from None
+        doc = await self._rewrite_document(doc, entry, manager_hint, strict)
+        headers.append(("Content-Type", "application/json"))
+        exchange.respond(resp.status, headers, json.dumps(doc, separators=(",", ":")).encode(), resp.reason)
+        return resp.status
 
     async def _rewrite_document(self, doc: Any, entry: Entry, manager_hint: dict[str, Any] | None, strict: bool) -> Any:
         gvk = entry.adapter.gvk
@@ -348,47 +407,71 @@ class WorkerEndpoint:
         return doc
 
     # -- watches ---------------------------------------------------------------------------------
-    async def _watch(self, request: web.Request, entry: Entry, start: float) -> web.StreamResponse:
-        headers = self.upstream.headers(request.headers, force_json=True)  # type: ignore[arg-type]
-        up = await self._send("GET", request.raw_path, headers, None, True)
-        if up.status != 200:
-            return await self._relay_objects(up, entry, manager_hint=None, strict=False)
+    async def _watch(self, exchange: Exchange, entry: Entry, start: float) -> int:
+        head = exchange.head
+        out = self.upstream.head("GET", head.target, head.headers, reencoded=True)
+        conn, resp = await self._send("GET", out, None, None, None)
+        if resp.status != 200:
+            return await self._relay_objects(exchange, conn, resp, entry, manager_hint=None, strict=False)
         metrics = self.hub.metrics
+        headers = [(k, v) for k, v in resp.headers if k.lower() not in _REENCODED]
+        headers += [("Content-Type", "application/json"), ("Transfer-Encoding", "chunked")]
+        exchange.send(response_head(200, headers, resp.reason), complete=False)
+        metrics.request_seconds.labels(self.cluster, entry.name, "watch").observe(time.perf_counter() - start)
+        metrics.active_watches.labels(self.cluster).inc()
+        exchange.streaming(conn.wake)
+        client = exchange.conn
+        client.on_lost = conn.wake
+        scanner = ChunkedScanner() if resp.framing == "chunked" else None
+        left = resp.length if resp.framing == "length" else 0 if resp.framing == "none" else -1
+        pending = b""
+        reusable = False
         try:
-            response = web.StreamResponse(status=200)
-            for key, value in up.headers.items():
-                if key.lower() not in _REENCODED:
-                    response.headers.add(key, value)
-            response.content_type = "application/json"
-            await response.prepare(request)
-            metrics.request_seconds.labels(self.cluster, entry.name, "watch").observe(time.perf_counter() - start)
-            self.hub.watch_opened(self.cluster, up)
-            metrics.active_watches.labels(self.cluster).inc()
-            pending = b""
-
-            async def relay(chunk: bytes) -> bytes:
-                nonlocal pending
-                pending += chunk
+            while True:
+                parts: list[bytes] = []
+                if scanner is not None:
+                    data = conn.take()
+                    try:
+                        scanner.feed(data, parts)
+                    except HttpError:
+                        break
+                    ended = scanner.done
+                elif left >= 0:
+                    parts.append(conn.take(left))
+                    left -= len(parts[0])
+                    ended = left == 0
+                else:
+                    parts.append(conn.take())
+                    ended = conn.eof and not conn.buffer
+                pending += b"".join(parts)
                 cut = pending.rfind(b"\n")
-                if cut < 0:
-                    return b""
-                lines, pending = pending[: cut + 1], pending[cut + 1 :]
-                return await self._rewrite_events(lines, entry)
-
-            try:
-                complete = await pump(up, response, relay)
-                if complete and pending.strip():  # a last event without its newline; a broken one is dropped
-                    await response.write(await self._rewrite_events(pending + b"\n", entry))
-            except ConnectionResetError:
-                pass
-            finally:
-                self.hub.watch_closed(self.cluster, up)
-                metrics.active_watches.labels(self.cluster).dec()
-            # the worker ended the watch (or shutdown closed it): end ours cleanly, the client re-watches
-            await finish(request, response, True)
-            return response
+                if cut >= 0:
+                    lines, pending = pending[: cut + 1], pending[cut + 1 :]
+                    rewritten = await self._rewrite_events(lines, entry)
+                    if rewritten:
+                        exchange.send(chunk(rewritten), complete=False)
+                if ended:
+                    if pending.strip():  # a last event without its newline; a broken one is dropped
+                        exchange.send(chunk(await self._rewrite_events(pending + b"\n", entry)), complete=False)
+                    reusable = scanner is not None and not conn.buffer and not resp.close
+                    break
+                if not client.writable or exchange.stopping:
+                    break
+                try:
+                    await client.drain()
+                    await conn.wait_readable(None)
+                except ConnectionResetError:
+                    break
+                if conn.eof and not conn.buffer:
+                    break  # the worker broke off: whole events were relayed, the client re-watches
         finally:
-            up.release()
+            client.on_lost = None
+            exchange.streaming(None)
+            metrics.active_watches.labels(self.cluster).dec()
+            self.upstream.release(conn, reusable)
+        # the worker ended the watch (or shutdown ended it): end ours cleanly, the client re-watches
+        exchange.send(LAST_CHUNK)
+        return 200
 
     async def _rewrite_events(self, lines: bytes, entry: Entry) -> bytes:
         events: list[tuple[bytes, dict[str, Any] | None]] = []

@@ -32,6 +32,7 @@ from mkpolicy.sidecar.cache import ManagerCache, read_object
 from mkpolicy.sidecar.config import ConfigError, SidecarConfig, Worker
 from mkpolicy.sidecar.endpoints import Credentials, certificate_hosts, endpoint_url, load_or_create
 from mkpolicy.sidecar.execution import Evaluator
+from mkpolicy.sidecar.listener import Listener
 from mkpolicy.sidecar.logs import fields
 from mkpolicy.sidecar.metrics import Metrics
 from mkpolicy.sidecar.ops import ops_app
@@ -79,10 +80,9 @@ class Sidecar:
         self._caches: dict[GVK, ManagerCache] = {}
         self._upstreams: dict[str, Upstream] = {}
         self._ops_runner: web.AppRunner | None = None
-        self._endpoint_runners: list[web.AppRunner] = []
+        self._listeners: list[Listener] = []
         self._ports: dict[str, int] = {}
         self._ops_port = 0
-        self._watches: dict[str, set[aiohttp.ClientResponse]] = {w.name: set() for w in config.workers}
         self._evaluator = Evaluator(transform_threads)
         self._store = PolicyStore(policies_dir, self._resolve, self.metrics, self._policies_changed)
         self._first_load: asyncio.Task[None] | None = None
@@ -116,14 +116,6 @@ class Sidecar:
         if obj is not None:
             cache.count_hit()
         return obj
-
-    def watch_opened(self, cluster: str, response: aiohttp.ClientResponse) -> None:
-        """Track an open watch (closed cleanly at shutdown)."""
-        self._watches.setdefault(cluster, set()).add(response)
-
-    def watch_closed(self, cluster: str, response: aiohttp.ClientResponse) -> None:
-        """Forget a watch."""
-        self._watches.get(cluster, set()).discard(response)
 
     # -- information ------------------------------------------------------------------------------
     def port(self, worker: str) -> int:
@@ -228,20 +220,9 @@ class Sidecar:
 
     async def _start_endpoint(self, worker: Worker, port: int) -> None:
         endpoint = WorkerEndpoint(self, self._upstreams[worker.name])
-        app = web.Application(client_max_size=16 * 1024 * 1024)
-        app.router.add_route("*", "/{tail:.*}", endpoint.handle)
-
-        async def close_watches(_: web.Application) -> None:
-            for response in list(self._watches.get(worker.name, ())):
-                response.close()
-
-        app.on_shutdown.append(close_watches)
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=self.config.shutdown.grace_period_seconds)
-        await runner.setup()
-        site = web.TCPSite(runner, self.config.listen.address, port, ssl_context=self.credentials.server_context())
-        await site.start()
-        self._endpoint_runners.append(runner)
-        self._ports[worker.name] = _bound_port(runner)
+        listener = Listener(endpoint.handle, self.credentials.server_context())
+        self._ports[worker.name] = await listener.start(self.config.listen.address, port)
+        self._listeners.append(listener)
 
     async def stop(self) -> None:
         """Graceful shutdown: not ready, stop listening, end watches cleanly, drain requests, disconnect."""
@@ -253,8 +234,9 @@ class Sidecar:
             self._first_load.cancel()
         await self._store.stop()
         # Every endpoint stops listening and drains at once (watches end cleanly); the probes go last.
-        await asyncio.gather(*(runner.cleanup() for runner in self._endpoint_runners))
-        self._endpoint_runners.clear()
+        grace = self.config.shutdown.grace_period_seconds
+        await asyncio.gather(*(listener.close(grace) for listener in self._listeners))
+        self._listeners.clear()
         if self._ops_runner is not None:
             await self._ops_runner.cleanup()
             self._ops_runner = None

@@ -1,86 +1,210 @@
-"""The connection from the sidecar to one real worker API server.
+"""The connections from the sidecar to one real worker API server (HTTP/1.1, keep-alive).
 
-Responses are never decompressed or re-encoded here (``auto_decompress=False``) and
-no header is added that the client did not send, so pass-through is byte-for-byte.
+Requests are written as HTTP/1.1 heads of our own (the client's fields minus hop-by-hop
+ones and its credentials, plus the worker's ``Host`` and credentials); bodies and
+answers pass as bytes, never decompressed or re-encoded, so pass-through stays
+byte-for-byte. Idle connections are kept for reuse (the most recent first) and
+dropped as soon as the worker closes them.
 """
 
 from __future__ import annotations
 
-import aiohttp
-from multidict import CIMultiDict
+import asyncio
+import ssl
+import time
+from collections import deque
+from urllib.parse import urlsplit
 
 from mkpolicy.kube.rest import RestConfig, TokenSource
+from mkpolicy.sidecar.conn import Connection
+from mkpolicy.sidecar.http1 import HOP_BY_HOP, MAX_HEAD, ResponseHead, parse_response_head
 
-#: Headers that belong to one hop only (RFC 9110 §7.6.1), plus those the proxy sets itself.
-HOP_BY_HOP = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "trailers",
-        "transfer-encoding",
-        "upgrade",
-        "host",
-        "content-length",
-    }
-)
+#: Seconds to connect (TCP and TLS handshake).
+CONNECT_TIMEOUT = 10.0
+#: Idle connections kept per worker, and for how long (seconds).
+MAX_IDLE = 32
+IDLE_SECONDS = 60.0
+#: Connections open to one worker at most (watches included); more requests wait for one.
+MAX_CONNECTIONS = 256
 
-#: aiohttp would otherwise add these when the client did not send them.
-SKIP_AUTO = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
+#: Request fields never forwarded: hop-by-hop, the client's credentials, what the sidecar sets itself.
+_DROPPED = HOP_BY_HOP | {"authorization", "host", "expect", "proxy-authorization"}
+#: Also dropped when the sidecar re-encodes the body (it sets them itself).
+_DROPPED_REENCODED = _DROPPED | {"content-length", "transfer-encoding", "content-type", "accept", "accept-encoding"}
+
+
+class UpstreamError(Exception):
+    """The worker cannot be reached, or broke off (``reason``: connect, timeout, read)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class WorkerConnection(Connection):
+    """One connection to the worker."""
+
+    def __init__(self, pool: Upstream) -> None:
+        super().__init__()
+        self.pool = pool
+        self.idle_since = 0.0
+        #: Requests sent on this connection (a reused one may have been closed by the worker meanwhile).
+        self.requests = 0
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        self.pool._forget(self)
+
+    async def response_head(self, method: str, timeout: float | None) -> ResponseHead:
+        """The next final response head (informational 1xx answers skipped).
+
+        UpstreamError when the worker closes first or sends no byte for ``timeout`` seconds;
+        HttpError (502) when the answer is not HTTP.
+        """
+        while True:
+            try:
+                raw = await self.read_head(timeout, MAX_HEAD)
+            except TimeoutError:
+                raise UpstreamError("timeout", f"no answer within {timeout:.0f}s") from None
+            except ConnectionResetError:
+                raise UpstreamError("read", "the connection closed inside the answer's head") from None
+            if raw is None:
+                raise UpstreamError("read", "the connection closed before an answer")
+            head = parse_response_head(raw, method)
+            if head.status >= 200 or head.status == 101:
+                return head
 
 
 class Upstream:
-    """A pooled HTTPS client for one worker, authenticating as the worker kubeconfig says."""
+    """A pool of HTTP/1.1 connections to one worker, authenticating as its kubeconfig says."""
 
     def __init__(self, name: str, config: RestConfig) -> None:
         self.name = name
         self.config = config
         self._tokens = TokenSource(config)
-        self._ssl = config.ssl_context()
-        self._session: aiohttp.ClientSession | None = None
+        self._ssl: ssl.SSLContext | None = config.ssl_context()
+        url = urlsplit(config.server)
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ValueError(f"worker {name}: not an http(s) URL: {config.server!r}")
+        self.host = url.hostname
+        self.port = url.port or (443 if url.scheme == "https" else 80)
+        #: The ``Host`` field: the URL's authority as written.
+        self.authority = url.netloc.rpartition("@")[2]
+        #: A path prefix of the server URL (kept before every request path).
+        self.prefix = url.path.rstrip("/")
+        self.server_hostname = (config.tls_server_name or self.host) if self._ssl is not None else None
+        self._idle: list[WorkerConnection] = []
+        self._open = 0
+        self._waiting: deque[asyncio.Future[None]] = deque()
+        self._closed = False
 
-    @property
-    def session(self) -> aiohttp.ClientSession:
-        """The connection pool (created on first use, in the running loop)."""
-        if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(ssl=self._ssl if self._ssl is not None else False, limit=256)
-            self._session = aiohttp.ClientSession(
-                connector=connector,
-                auto_decompress=False,
-                skip_auto_headers=SKIP_AUTO,
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
-            )
-        return self._session
+    # -- requests ------------------------------------------------------------------------------
+    def head(
+        self,
+        method: str,
+        target: str,
+        headers: list[tuple[str, str]],
+        *,
+        reencoded: bool = False,
+        extra: tuple[tuple[str, str], ...] = (),
+    ) -> bytes:
+        """The request head for the worker: the client's fields minus hop-by-hop ones and its credentials.
 
-    def url(self, path_qs: str) -> str:
-        """The worker URL of a request path (with its query string)."""
-        return self.config.server + path_qs
-
-    def headers(self, incoming: CIMultiDict[str], *, force_json: bool = False) -> CIMultiDict[str]:
-        """Request headers for the worker: the client's, minus hop-by-hop and its credentials, plus ours.
-
-        ``force_json`` asks for uncompressed JSON (policy kinds are decoded and re-encoded).
+        ``reencoded``: the sidecar sends a body of its own (or none) and asks for
+        uncompressed JSON; the client's framing, content and accept fields are left out,
+        ``extra`` fields (the body's) are added.
         """
-        out: CIMultiDict[str] = CIMultiDict()
-        connection_tokens = {t.strip().lower() for t in incoming.get("Connection", "").split(",") if t.strip()}
-        for key, value in incoming.items():
-            low = key.lower()
-            if low in HOP_BY_HOP or low in connection_tokens or low == "authorization":
-                continue
-            if force_json and low in ("accept", "accept-encoding"):
-                continue
-            out.add(key, value)
-        if force_json:
-            out["Accept"] = "application/json"
-        out.update(self._tokens.headers())
-        return out
+        dropped = _DROPPED_REENCODED if reencoded else _DROPPED
+        connection = [v for k, v in headers if k.lower() == "connection"]
+        if connection:
+            dropped = dropped | {t.strip().lower() for v in connection for t in v.split(",")}
+        lines = [f"{method} {self.prefix}{target} HTTP/1.1", f"Host: {self.authority}"]
+        lines.extend(f"{name}: {value}" for name, value in headers if name.lower() not in dropped)
+        token = self._tokens.token()
+        if token:
+            lines.append(f"Authorization: Bearer {token}")
+        if reencoded:
+            lines.append("Accept: application/json")
+        lines.extend(f"{name}: {value}" for name, value in extra)
+        lines.append("\r\n")
+        return "\r\n".join(lines).encode("latin-1")
+
+    # -- connections -----------------------------------------------------------------------------
+    async def acquire(self, *, fresh: bool = False) -> WorkerConnection:
+        """A connection: the most recently used idle one (unless ``fresh``), else a new one.
+
+        UpstreamError (connect or timeout) when the worker cannot be reached.
+        """
+        if not fresh:
+            now = time.monotonic()
+            while self._idle:
+                conn = self._idle.pop()
+                if not conn.eof and now - conn.idle_since < IDLE_SECONDS:
+                    return conn
+                conn.abort()
+        while self._open >= MAX_CONNECTIONS:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiting.append(waiter)
+            try:
+                await waiter
+            finally:
+                if waiter in self._waiting:
+                    self._waiting.remove(waiter)
+            if not fresh and self._idle:
+                return await self.acquire()
+        self._open += 1
+        try:
+            return await self._connect()
+        except BaseException:
+            self._open -= 1
+            self._wake_one()
+            raise
+
+    async def _connect(self) -> WorkerConnection:
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT):
+                _, conn = await loop.create_connection(
+                    lambda: WorkerConnection(self),
+                    self.host,
+                    self.port,
+                    ssl=self._ssl,
+                    server_hostname=self.server_hostname,
+                )
+        except TimeoutError:
+            raise UpstreamError("timeout", f"no connection within {CONNECT_TIMEOUT:.0f}s") from None
+        except (OSError, ssl.SSLError) as exc:
+            text = str(exc)
+            raise UpstreamError("connect", f"{type(exc).__name__}: {text}" if text else type(exc).__name__) from None
+        return conn
+
+    def release(self, conn: WorkerConnection, reusable: bool) -> None:
+        """Give a connection back: kept idle when ``reusable`` (its exchange complete), else closed."""
+        if reusable and not conn.eof and not conn.buffer and not self._closed and len(self._idle) < MAX_IDLE:
+            conn.idle_since = time.monotonic()
+            self._idle.append(conn)
+            self._wake_one()
+        elif not conn.lost:
+            conn.abort()
+
+    def _forget(self, conn: WorkerConnection) -> None:
+        """A connection is gone (closed by either side)."""
+        if conn in self._idle:
+            self._idle.remove(conn)
+        self._open -= 1
+        self._wake_one()
+
+    def _wake_one(self) -> None:
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
 
     async def close(self) -> None:
-        """Close the connection pool."""
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        """Close every idle connection (busy ones close when their exchange ends)."""
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.abort()
+        await asyncio.sleep(0)

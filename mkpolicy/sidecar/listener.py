@@ -1,0 +1,297 @@
+"""A worker endpoint's listener: TLS, HTTP/1.1 keep-alive, one request at a time per connection.
+
+Each accepted connection runs one coroutine that reads a request head, hands an
+:class:`Exchange` to the handler and, once the answer is complete, reads the next
+request on the same connection. The handler answers through the exchange: a whole
+response, or a head followed by a streamed body.
+
+Shutdown (:meth:`Listener.close`): stop accepting, close idle connections, end streamed
+answers (watches) at a clean boundary, let requests in flight finish within the grace
+period, then cut what is left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import ssl
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from mkpolicy.sidecar.conn import Connection
+from mkpolicy.sidecar.http1 import (
+    MAX_HEAD,
+    ChunkedScanner,
+    HttpError,
+    RequestHead,
+    parse_request_head,
+    response_head,
+)
+from mkpolicy.sidecar.status import StatusError
+
+log = logging.getLogger("mkpolicy.sidecar.listener")
+
+#: Seconds an idle keep-alive connection is kept open.
+IDLE_TIMEOUT = 90.0
+#: Seconds to wait for the next byte of a request head or body.
+READ_TIMEOUT = 60.0
+#: An unread request body up to this size is read and dropped to keep the connection.
+DISCARD_LIMIT = 1024 * 1024
+
+Handler = Callable[["Exchange"], Awaitable[None]]
+
+
+class Exchange:
+    """One request and its answer on a client connection."""
+
+    def __init__(self, conn: ClientConnection, head: RequestHead) -> None:
+        self.conn = conn
+        self.head = head
+        self.started = time.perf_counter()
+        #: The response head has been written.
+        self.responded = False
+        #: The response is complete (the connection may carry another request).
+        self.complete = False
+        #: The connection must close after this exchange.
+        self.close_after = head.close
+        #: Set by the listener's shutdown: end a streamed answer at the next clean boundary.
+        self.stopping = False
+        self._wake_stream: Callable[[], None] | None = None
+        self._body_left = head.length if head.framing == "length" else 0
+        self._scanner = ChunkedScanner() if head.framing == "chunked" else None
+        self._continue = head.fields.get("expect", "").lower() == "100-continue"
+
+    # -- the request body ------------------------------------------------------------------------
+    @property
+    def body_done(self) -> bool:
+        """The request body has been read completely (or there is none)."""
+        return self._scanner.done if self._scanner is not None else self._body_left == 0
+
+    def _send_continue(self) -> None:
+        if self._continue:
+            self._continue = False
+            self.conn.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    async def body_part(self) -> bytes:
+        """The next bytes of the request body as they came (chunked framing included); b"" at its end.
+
+        ConnectionResetError when the client goes away inside the body.
+        """
+        if self.body_done:
+            return b""
+        self._send_continue()
+        conn = self.conn
+        if not conn.buffer:
+            if conn.eof:
+                raise ConnectionResetError("the client closed inside the request body")
+            await conn.wait_readable(READ_TIMEOUT)
+            if not conn.buffer:
+                raise ConnectionResetError("the client closed inside the request body")
+        if self._scanner is not None:
+            data = conn.take()
+            used = self._scanner.feed(data)
+            if used < len(data):  # the next request (pipelined): back to the buffer
+                conn.buffer[:0] = data[used:]
+                data = data[:used]
+            return data
+        data = conn.take(self._body_left)
+        self._body_left -= len(data)
+        return data
+
+    async def read_body(self, limit: int) -> bytes:
+        """The whole request body, decoded from its framing (StatusError 413 above ``limit`` bytes)."""
+        parts: list[bytes] = []
+        size = 0
+        if self._scanner is not None:
+            # decode as the chunks pass: a scanner of our own collects the payload
+            decoder = ChunkedScanner()
+            while not self.body_done:
+                raw = await self.body_part()
+                before = len(parts)
+                decoder.feed(raw, parts)
+                size += sum(len(p) for p in parts[before:])
+                if size > limit:
+                    self.close_after = True
+                    raise StatusError(413, f"mkpolicy sidecar: the request body exceeds {limit} bytes")
+            return b"".join(parts)
+        if self._body_left > limit:
+            self.close_after = True
+            raise StatusError(413, f"mkpolicy sidecar: the request body exceeds {limit} bytes")
+        while not self.body_done:
+            parts.append(await self.body_part())
+        return b"".join(parts)
+
+    # -- the response ------------------------------------------------------------------------------
+    def send(self, data: bytes, *, complete: bool = True) -> None:
+        """Write response bytes (the head first); ``complete`` when these end the response."""
+        self.responded = True
+        self.conn.write(data)
+        if complete:
+            self.complete = True
+
+    def respond(self, code: int, headers: list[tuple[str, str]], body: bytes, reason: str | None = None) -> None:
+        """A whole response with ``body`` (Content-Length set here)."""
+        head = response_head(code, [*headers, ("Content-Length", str(len(body)))], reason)
+        self.send(head + body if len(body) < 65536 else head)
+        if len(body) >= 65536:
+            self.conn.write(body)
+
+    def respond_status(self, exc: StatusError) -> None:
+        """A Kubernetes ``Status`` error answer."""
+        body = json.dumps(exc.body()).encode()
+        self.respond(exc.code, [("Content-Type", "application/json")], body)
+
+    def streaming(self, wake: Callable[[], None] | None) -> None:
+        """Mark a long streamed answer (a watch): shutdown sets ``stopping`` and calls ``wake``."""
+        self._wake_stream = wake
+        if wake is None:
+            self.conn.listener._streams.discard(self)
+        else:
+            self.conn.listener._streams.add(self)
+            if self.conn.listener.closing:
+                self.stop_stream()
+
+    def stop_stream(self) -> None:
+        """Ask the streamed answer to end at its next clean boundary."""
+        self.stopping = True
+        if self._wake_stream is not None:
+            self._wake_stream()
+
+
+class ClientConnection(Connection):
+    """One client connection: reads requests one after the other and hands them to the handler."""
+
+    def __init__(self, listener: Listener) -> None:
+        super().__init__()
+        self.listener = listener
+        self.idle = True
+        self.exchange: Exchange | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self.listener._connections.add(self)
+        self._task = self.loop.create_task(self._serve())
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        self.listener._connections.discard(self)
+
+    async def _serve(self) -> None:
+        listener = self.listener
+        try:
+            while not listener.closing:
+                self.idle = True
+                try:
+                    raw = await self.read_head(IDLE_TIMEOUT if not self.buffer else READ_TIMEOUT, MAX_HEAD)
+                except HttpError as exc:
+                    self._refuse(exc)
+                    return
+                if raw is None:
+                    return
+                self.idle = False
+                try:
+                    head = parse_request_head(raw)
+                except HttpError as exc:
+                    self._refuse(exc)
+                    return
+                exchange = self.exchange = Exchange(self, head)
+                try:
+                    await listener.handler(exchange)
+                finally:
+                    self.exchange = None
+                if not exchange.complete or not self.writable:
+                    self.abort()  # the client must see the answer broken off
+                    return
+                if exchange.close_after or not await self._finish_body(exchange):
+                    return
+        except (TimeoutError, ConnectionError):
+            pass
+        except Exception:
+            log.exception("request handling failed")
+            self.abort()
+        finally:
+            self.idle = True
+            self.close()
+
+    async def _finish_body(self, exchange: Exchange) -> bool:
+        """Read and drop what the handler left of the request body; False when the connection must close."""
+        if exchange._continue and not exchange.body_done:
+            return False  # the client waits for our go before it sends the body: it never got it
+        dropped = 0
+        while not exchange.body_done:
+            dropped += len(await exchange.body_part())
+            if dropped > DISCARD_LIMIT:
+                return False
+        return True
+
+    def _refuse(self, exc: HttpError) -> None:
+        body = json.dumps(StatusError(exc.code, f"mkpolicy sidecar: {exc.message}").body()).encode()
+        head = response_head(
+            exc.code,
+            [("Content-Type", "application/json"), ("Content-Length", str(len(body))), ("Connection", "close")],
+        )
+        self.write(head + body)
+
+
+class Listener:
+    """The TLS listener of one worker endpoint."""
+
+    def __init__(self, handler: Handler, ssl_context: ssl.SSLContext | None) -> None:
+        self.handler = handler
+        self.ssl_context = ssl_context
+        self.closing = False
+        self._server: asyncio.Server | None = None
+        self._connections: set[ClientConnection] = set()
+        self._streams: set[Exchange] = set()
+
+    async def start(self, host: str, port: int) -> int:
+        """Listen on ``host:port`` (0: an ephemeral port); returns the bound port."""
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: ClientConnection(self), host, port, ssl=self.ssl_context, reuse_address=True, backlog=256
+        )
+        sockets = self._server.sockets
+        return int(sockets[0].getsockname()[1]) if sockets else 0
+
+    @property
+    def connections(self) -> int:
+        """Open client connections."""
+        return len(self._connections)
+
+    async def close(self, grace: float) -> None:
+        """Stop listening, end watches cleanly, drain requests in flight (at most ``grace`` seconds)."""
+        self.closing = True
+        if self._server is not None:
+            self._server.close()
+        for stream in list(self._streams):
+            stream.stop_stream()
+        deadline = time.monotonic() + grace
+        while True:
+            for conn in list(self._connections):
+                if conn.idle and not conn.buffer:
+                    conn.close()
+            busy = [c for c in self._connections if not c.idle or c.buffer]
+            if not busy or time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(0.01)
+        for conn in list(self._connections):
+            conn.abort()
+        tasks = [c._task for c in self._connections if c._task is not None and not c._task.done()]
+        for task in tasks:
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 1.0)
+            self._server = None
+
+
+def client_address(exchange: Exchange) -> Any:
+    """The client's address (for logs)."""
+    transport = exchange.conn.transport
+    return transport.get_extra_info("peername") if transport is not None else None
