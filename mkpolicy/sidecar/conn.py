@@ -39,9 +39,13 @@ class Connection(asyncio.Protocol):
         #: Called once when the connection is lost (set by the owner).
         self.on_lost: Callable[[], None] | None = None
         self._waiter: asyncio.Future[None] | None = None
+        #: A wake-up (new bytes, EOF, the owner's) that came while nobody waited.
+        self._woken = False
         self._drain: asyncio.Future[None] | None = None
         self._write_paused = False
         self._read_paused = False
+        #: A message head is being read (its own limit bounds the buffer, not HIGH_WATER).
+        self._in_head = False
 
     # -- asyncio.Protocol -------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -50,7 +54,7 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
-        if not self._read_paused and len(self.buffer) > HIGH_WATER and self.transport is not None:
+        if not self._read_paused and len(self.buffer) > HIGH_WATER and not self._in_head and self.transport is not None:
             self._read_paused = True
             self.transport.pause_reading()
         self.wake()
@@ -82,17 +86,25 @@ class Connection(asyncio.Protocol):
 
     # -- reading ----------------------------------------------------------------------------
     def wake(self) -> None:
-        """Wake the coroutine waiting in :meth:`wait_readable` (also for reasons of the owner's)."""
+        """Wake the coroutine waiting in :meth:`wait_readable` (also for reasons of the owner's).
+
+        A wake-up while nobody waits is kept: the next wait returns at once.
+        """
         waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        if waiter is not None:
+            if not waiter.done():
+                waiter.set_result(None)
+        else:
+            self._woken = True
 
     async def wait_readable(self, timeout: float | None = None) -> None:
-        """Wait until bytes are buffered, the peer is done, or :meth:`wake` is called.
+        """Wait for news: bytes arriving after the last wait, the peer done, or :meth:`wake`.
 
+        Bytes already buffered are not news (callers look at :attr:`buffer` first).
         TimeoutError when ``timeout`` seconds pass first.
         """
-        if self.buffer or self.eof:
+        if self._woken or self.eof:
+            self._woken = False
             return
         waiter = self.loop.create_future()
         self._waiter = waiter
@@ -127,7 +139,7 @@ class Connection(asyncio.Protocol):
         start = 0
         while True:
             end = self.buffer.find(b"\r\n\r\n", start)
-            if end >= 0:
+            if end >= 0 and end + 4 <= limit:
                 return self.take(end + 4)
             if len(self.buffer) > limit:
                 raise HttpError(431, f"message head larger than {limit} bytes")
@@ -136,7 +148,14 @@ class Connection(asyncio.Protocol):
                     return None
                 raise ConnectionResetError("connection closed inside a message head")
             start = max(0, len(self.buffer) - 3)
-            await self.wait_readable(timeout)
+            if self._read_paused and self.transport is not None:
+                self._read_paused = False
+                self.transport.resume_reading()
+            self._in_head = True
+            try:
+                await self.wait_readable(timeout)
+            finally:
+                self._in_head = False
 
     # -- writing ----------------------------------------------------------------------------
     def write(self, data: bytes) -> None:

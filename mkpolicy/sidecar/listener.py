@@ -40,6 +40,8 @@ IDLE_TIMEOUT = 90.0
 READ_TIMEOUT = 60.0
 #: An unread request body up to this size is read and dropped to keep the connection.
 DISCARD_LIMIT = 1024 * 1024
+#: Seconds at most that a refused connection is read (and dropped) before it is closed.
+LINGER = 2.0
 
 Handler = Callable[["Exchange"], Awaitable[None]]
 
@@ -84,12 +86,10 @@ class Exchange:
             return b""
         self._send_continue()
         conn = self.conn
-        if not conn.buffer:
+        while not conn.buffer:
             if conn.eof:
                 raise ConnectionResetError("the client closed inside the request body")
             await conn.wait_readable(READ_TIMEOUT)
-            if not conn.buffer:
-                raise ConnectionResetError("the client closed inside the request body")
         if self._scanner is not None:
             data = conn.take()
             used = self._scanner.feed(data)
@@ -188,7 +188,7 @@ class ClientConnection(Connection):
                 try:
                     raw = await self.read_head(IDLE_TIMEOUT if not self.buffer else READ_TIMEOUT, MAX_HEAD)
                 except HttpError as exc:
-                    self._refuse(exc)
+                    await self._refuse(exc)
                     return
                 if raw is None:
                     return
@@ -196,7 +196,7 @@ class ClientConnection(Connection):
                 try:
                     head = parse_request_head(raw)
                 except HttpError as exc:
-                    self._refuse(exc)
+                    await self._refuse(exc)
                     return
                 exchange = self.exchange = Exchange(self, head)
                 try:
@@ -228,13 +228,23 @@ class ClientConnection(Connection):
                 return False
         return True
 
-    def _refuse(self, exc: HttpError) -> None:
+    async def _refuse(self, exc: HttpError) -> None:
+        """Answer a request that cannot be read, then close (after the client stops sending)."""
         body = json.dumps(StatusError(exc.code, f"mkpolicy sidecar: {exc.message}").body()).encode()
         head = response_head(
             exc.code,
             [("Content-Type", "application/json"), ("Content-Length", str(len(body))), ("Connection", "close")],
         )
         self.write(head + body)
+        # Closing with unread bytes would reset the connection and could lose the answer:
+        # drop what the client still sends until it pauses (a lingering close, bounded).
+        deadline = self.loop.time() + LINGER
+        while not self.eof and self.loop.time() < deadline:
+            self.buffer.clear()
+            try:
+                await self.wait_readable(0.1)
+            except TimeoutError:
+                break
 
 
 class Listener:

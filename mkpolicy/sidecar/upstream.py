@@ -94,7 +94,9 @@ class Upstream:
         self.prefix = url.path.rstrip("/")
         self.server_hostname = (config.tls_server_name or self.host) if self._ssl is not None else None
         self._idle: list[WorkerConnection] = []
-        self._open = 0
+        #: Every open connection, idle or busy.
+        self.connections: set[WorkerConnection] = set()
+        self._connecting = 0
         self._waiting: deque[asyncio.Future[None]] = deque()
         self._closed = False
 
@@ -142,7 +144,7 @@ class Upstream:
                 if not conn.eof and now - conn.idle_since < IDLE_SECONDS:
                     return conn
                 conn.abort()
-        while self._open >= MAX_CONNECTIONS:
+        while len(self.connections) + self._connecting >= MAX_CONNECTIONS:
             waiter = asyncio.get_running_loop().create_future()
             self._waiting.append(waiter)
             try:
@@ -152,13 +154,12 @@ class Upstream:
                     self._waiting.remove(waiter)
             if not fresh and self._idle:
                 return await self.acquire()
-        self._open += 1
+        self._connecting += 1
         try:
             return await self._connect()
-        except BaseException:
-            self._open -= 1
+        finally:
+            self._connecting -= 1
             self._wake_one()
-            raise
 
     async def _connect(self) -> WorkerConnection:
         loop = asyncio.get_running_loop()
@@ -176,6 +177,9 @@ class Upstream:
         except (OSError, ssl.SSLError) as exc:
             text = str(exc)
             raise UpstreamError("connect", f"{type(exc).__name__}: {text}" if text else type(exc).__name__) from None
+        if conn.lost:  # closed already (the worker's accept backlog): counted down by _forget
+            raise UpstreamError("connect", "the connection closed at once")
+        self.connections.add(conn)
         return conn
 
     def release(self, conn: WorkerConnection, reusable: bool) -> None:
@@ -191,7 +195,7 @@ class Upstream:
         """A connection is gone (closed by either side)."""
         if conn in self._idle:
             self._idle.remove(conn)
-        self._open -= 1
+        self.connections.discard(conn)
         self._wake_one()
 
     def _wake_one(self) -> None:

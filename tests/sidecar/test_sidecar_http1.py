@@ -1,0 +1,189 @@
+"""HTTP/1.1 heads and framing as the sidecar's endpoints read them: strict where a message could be read two ways."""
+
+from __future__ import annotations
+
+import pytest
+
+from mkpolicy.sidecar.http1 import (
+    ChunkedScanner,
+    HttpError,
+    chunk,
+    dechunk,
+    parse_request_head,
+    parse_response_head,
+    response_head,
+    without_hop_by_hop,
+)
+
+
+def req(*lines: str, start: str = "GET /api/v1/namespaces HTTP/1.1") -> bytes:
+    return ("\r\n".join([start, *lines]) + "\r\n\r\n").encode("latin-1")
+
+
+def resp(*lines: str, start: str = "HTTP/1.1 200 OK") -> bytes:
+    return ("\r\n".join([start, *lines]) + "\r\n\r\n").encode("latin-1")
+
+
+def test_request_head_fields_and_framing() -> None:
+    head = parse_request_head(
+        req("Host: x", "Authorization: Bearer t", "Accept: a", "accept: b", "Content-Length: 12", "Connection: close")
+    )
+    assert (head.method, head.target, head.path, head.query) == ("GET", "/api/v1/namespaces", "/api/v1/namespaces", "")
+    assert head.headers[0] == ("Host", "x") and head.fields["accept"] == "a, b"
+    assert (head.framing, head.length, head.close) == ("length", 12, True)
+    assert parse_request_head(req("Transfer-Encoding: chunked")).framing == "chunked"
+    assert parse_request_head(req("Content-Length: 0")).framing == "none"
+    assert parse_request_head(req("Content-Length: 7, 7")).length == 7
+    assert parse_request_head(req()).fields == {}
+    q = parse_request_head(req(start="GET /api/v1/pods?watch=1&x=%20 HTTP/1.1"))
+    assert (q.path, q.query) == ("/api/v1/pods", "watch=1&x=%20")
+    # absolute-form is reduced to the path
+    assert parse_request_head(req(start="GET https://w:6443/api?x=1 HTTP/1.1")).target == "/api?x=1"
+    # values keep inner whitespace, lose the surrounding
+    assert parse_request_head(req("X:  a b \t")).fields["x"] == "a b"
+
+
+@pytest.mark.parametrize(
+    ("raw", "code"),
+    [
+        (req("Host : x"), 400),  # whitespace before the colon
+        (req("Host: x", " folded"), 400),  # obsolete line folding
+        (req("Bad\nHeader: x"), 400),  # bare LF
+        (req("X: a\rb"), 400),  # bare CR
+        (req("X: a\0b"), 400),
+        (req("Content-Length: 1", "Transfer-Encoding: chunked"), 400),
+        (req("Content-Length: 1", "Content-Length: 2"), 400),
+        (req("Content-Length: -1"), 400),
+        (req("Content-Length: 0x10"), 400),
+        (req("Transfer-Encoding: gzip, chunked"), 501),
+        (req("Transfer-Encoding: chunked, chunked"), 501),
+        (req(start="GET / HTTP/1.0"), 505),
+        (req(start="GET / HTTP/2.0"), 505),
+        (req(start="GET / HTTP/1.1 extra"), 400),
+        (req(start="GET /a b HTTP/1.1"), 400),
+        (req(start="GET /a\x7f HTTP/1.1"), 400),
+        (req(start="GET\t/ HTTP/1.1"), 400),
+        (req(start="OPTIONS * HTTP/1.1"), 400),
+        (req(start="G(T / HTTP/1.1"), 400),
+        (b"GET / HTTP/1.1\r\nHost: x\r\n", 400),  # incomplete
+    ],
+)
+def test_request_heads_that_could_be_read_two_ways_are_refused(raw: bytes, code: int) -> None:
+    with pytest.raises(HttpError) as info:
+        parse_request_head(raw)
+    assert info.value.code == code
+
+
+def test_response_head_framing() -> None:
+    ok = parse_response_head(resp("Content-Type: application/json", "Content-Length: 5"), "GET")
+    assert (ok.status, ok.reason, ok.framing, ok.length, ok.close, ok.hop) == (200, "OK", "length", 5, False, False)
+    assert ok.raw == resp("Content-Type: application/json", "Content-Length: 5")
+    assert parse_response_head(resp("Content-Length: 5"), "HEAD").framing == "none"
+    assert parse_response_head(resp(start="HTTP/1.1 204 No Content"), "DELETE").framing == "none"
+    assert parse_response_head(resp("Content-Length: 5", start="HTTP/1.1 304 Not Modified"), "GET").framing == "none"
+    assert parse_response_head(resp(start="HTTP/1.1 103 Early Hints"), "GET").framing == "none"
+    chunked = parse_response_head(resp("Transfer-Encoding: chunked"), "GET")
+    assert (chunked.framing, chunked.close) == ("chunked", False)
+    assert parse_response_head(resp("Transfer-Encoding: gzip"), "GET").framing == "close"
+    until_close = parse_response_head(resp("Content-Type: text/plain"), "GET")
+    assert (until_close.framing, until_close.close) == ("close", True)
+    assert parse_response_head(resp("Content-Length: 0"), "GET").framing == "none"
+    # connection management
+    assert parse_response_head(resp("Content-Length: 1", "Connection: close"), "GET").close
+    assert parse_response_head(resp("Content-Length: 1", start="HTTP/1.0 200 OK"), "GET").close
+    kept = parse_response_head(resp("Content-Length: 1", "Connection: keep-alive", start="HTTP/1.0 200 OK"), "GET")
+    assert not kept.close and kept.hop
+    assert parse_response_head(resp("Content-Length: 1", start="HTTP/1.1 200"), "GET").reason == ""
+    assert parse_response_head(resp("Content-Length: 1", start="HTTP/1.1 299 Odd One"), "GET").reason == "Odd One"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        resp(start="HTTP/1.1 20 OK"),
+        resp(start="HTTP/2 200 OK"),
+        resp(start="ICY 200 OK"),
+        resp("Bad Header: x"),
+        resp("Content-Length: 1", "Transfer-Encoding: chunked"),
+        resp("Content-Length: x"),
+        resp("X: a\nb"),
+    ],
+)
+def test_invalid_response_heads_are_502(raw: bytes) -> None:
+    with pytest.raises(HttpError) as info:
+        parse_response_head(raw, "GET")
+    assert info.value.code == 502
+
+
+def test_hop_by_hop_fields_are_dropped_with_those_connection_names() -> None:
+    head = parse_response_head(
+        resp("Connection: X-Private, close", "X-Private: 1", "Keep-Alive: timeout=5", "TE: trailers", "Audit-Id: a"),
+        "GET",
+    )
+    assert head.hop
+    assert without_hop_by_hop(head.headers, head.fields) == [("Audit-Id", "a")]
+
+
+def test_response_head_builder() -> None:
+    assert response_head(404, [("A", "b")]) == b"HTTP/1.1 404 Not Found\r\nA: b\r\n\r\n"
+    assert response_head(299, [], "Odd") == b"HTTP/1.1 299 Odd\r\n\r\n"
+    assert response_head(299, []) == b"HTTP/1.1 299 \r\n\r\n"
+
+
+BODY = b"4;ext=1\r\nWiki\r\n6\r\npedia \r\nE\r\nin \r\n\r\nchunks.\r\n0\r\nExpires: never\r\n\r\n"
+
+
+def test_chunked_scanner_finds_the_end_however_the_bytes_are_split() -> None:
+    tail = b"HTTP/1.1 200 OK\r\n"
+    for size in (1, 2, 3, 5, 7, len(BODY) + len(tail)):
+        scanner, payload, used = ChunkedScanner(), [], 0
+        data = BODY + tail
+        for i in range(0, len(data), size):
+            piece = data[i : i + size]
+            n = scanner.feed(piece, payload)
+            used += n
+            if scanner.done:
+                break
+            assert n == len(piece)
+        assert scanner.done and used == len(BODY), size
+        assert b"".join(payload) == b"Wikipedia in \r\n\r\nchunks."
+    assert dechunk(BODY) == b"Wikipedia in \r\n\r\nchunks."
+    assert dechunk(chunk(b"abc") + chunk(b"\n") + b"0\r\n\r\n") == b"abc\n"
+
+
+def test_chunked_scanner_boundaries() -> None:
+    scanner = ChunkedScanner()
+    assert scanner.at_boundary
+    scanner.feed(b"5\r\nab")
+    assert not scanner.at_boundary
+    scanner.feed(b"cde\r")
+    assert not scanner.at_boundary
+    scanner.feed(b"\n")
+    assert scanner.at_boundary
+    scanner.feed(b"1")
+    assert not scanner.at_boundary
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"0x5\r\nhello\r\n0\r\n\r\n",
+        b"+5\r\nhello\r\n0\r\n\r\n",
+        b"5_0\r\nhello\r\n0\r\n\r\n",
+        b"\r\n",
+        b"5\r\nhelloX\r\n0\r\n\r\n",
+        b"5\nhello\r\n0\r\n\r\n",
+        b"11111111111111111\r\n",
+        b"0\r\nbad trailer\r\n\r\n",
+    ],
+)
+def test_broken_chunked_bodies(raw: bytes) -> None:
+    with pytest.raises(HttpError):
+        dechunk(raw)
+
+
+def test_incomplete_chunked_body() -> None:
+    with pytest.raises(HttpError):
+        dechunk(b"5\r\nhel")
+    with pytest.raises(HttpError):
+        ChunkedScanner().feed(b"1" * 70_000)

@@ -1,0 +1,545 @@
+"""Pass-through on the wire: a worker endpoint in front of a scripted HTTP/1.1 worker.
+
+The worker here answers with exactly the bytes a test gives it (chunked bodies, streams,
+closes, garbage), so what reaches the client can be compared byte for byte, and what
+the worker receives can be checked (credentials swapped, hop-by-hop fields dropped).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import ssl
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from mkpolicy.kube.rest import RestConfig
+from mkpolicy.sidecar.endpoints import Credentials, load_or_create
+from mkpolicy.sidecar.http1 import ChunkedScanner, RequestHead, chunk, parse_request_head
+from mkpolicy.sidecar.listener import Listener
+from mkpolicy.sidecar.metrics import Metrics
+from mkpolicy.sidecar.policies import PolicySet
+from mkpolicy.sidecar.proxy import WorkerEndpoint
+from mkpolicy.sidecar.upstream import Upstream
+
+pytestmark = pytest.mark.timeout(30)
+
+Script = Callable[["Request", asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+@dataclass
+class Request:
+    """What the worker received."""
+
+    raw_head: bytes
+    head: RequestHead
+    body: bytes  # as it came (chunked framing included)
+    connection: int
+
+
+@dataclass
+class FakeWorker:
+    """A scripted HTTP/1.1 worker (plain TCP): records requests, answers what the script writes."""
+
+    script: Script
+    requests: list[Request] = field(default_factory=list)
+    connections: int = 0
+    closed: int = 0
+    port: int = 0
+    server: asyncio.Server | None = None
+    writers: list[asyncio.StreamWriter] = field(default_factory=list)
+
+    async def start(self) -> FakeWorker:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+        return self
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        number = self.connections
+        self.writers.append(writer)
+        try:
+            while True:
+                try:
+                    raw = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                head = parse_request_head(raw)
+                body = b""
+                if head.framing == "length":
+                    body = await reader.readexactly(head.length)
+                elif head.framing == "chunked":
+                    scanner = ChunkedScanner()
+                    while not scanner.done:
+                        data = await reader.read(1)
+                        if not data:
+                            return
+                        scanner.feed(data)
+                        body += data
+                request = Request(raw, head, body, number)
+                self.requests.append(request)
+                await self.script(request, reader, writer)
+                if writer.is_closing():
+                    return
+        finally:
+            self.closed += 1
+            writer.close()
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            self.server.close()
+        for writer in self.writers:
+            writer.close()
+        await asyncio.sleep(0.01)
+
+
+class StubHub:
+    """The sidecar as an endpoint sees it, with no policy kinds: everything passes through."""
+
+    def __init__(self) -> None:
+        self.metrics = Metrics()
+        self.origin = "multikueue"
+        self.credentials: Credentials = load_or_create(None, ["w"], ["127.0.0.1"])
+        self.policies: PolicySet | None = PolicySet((), "none")
+
+    async def manager_object(self, *args: Any) -> Any:
+        raise AssertionError("no policy kinds here")
+
+    def cached_manager_object(self, *args: Any) -> Any:
+        raise AssertionError("no policy kinds here")
+
+    async def offload(self, key: object, fn: Callable[..., Any], *args: Any) -> Any:
+        return fn(*args)
+
+
+@dataclass
+class Wire:
+    worker: FakeWorker
+    hub: StubHub
+    listener: Listener
+    upstream: Upstream
+    port: int
+
+    @property
+    def token(self) -> str:
+        return self.hub.credentials.tokens["w"]
+
+    async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        ctx = ssl.create_default_context(cadata=self.hub.credentials.ca.cert_pem.decode())
+        return await asyncio.open_connection("127.0.0.1", self.port, ssl=ctx, limit=1 << 24)
+
+    def get(self, path: str, *extra: str, method: str = "GET", token: str | None = None) -> bytes:
+        lines = [f"{method} {path} HTTP/1.1", "Host: sidecar", f"Authorization: Bearer {token or self.token}", *extra]
+        return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+    def metric(self, name: str, **labels: str) -> float:
+        return self.hub.metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+@contextlib.asynccontextmanager
+async def wire(script: Script, *, worker_port: int | None = None) -> AsyncIterator[Wire]:
+    worker = await FakeWorker(script).start()
+    hub = StubHub()
+    upstream = Upstream("w", RestConfig(server=f"http://127.0.0.1:{worker_port or worker.port}", token="worker-token"))
+    listener = Listener(WorkerEndpoint(hub, upstream).handle, hub.credentials.server_context())
+    port = await listener.start("127.0.0.1", 0)
+    try:
+        yield Wire(worker, hub, listener, upstream, port)
+    finally:
+        await listener.close(1.0)
+        await upstream.close()
+        await worker.stop()
+
+
+async def read_response(reader: asyncio.StreamReader, method: str = "GET") -> bytes:
+    """One whole response as raw bytes (head and body in their framing)."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    fields = {}
+    for line in head.decode("latin-1").split("\r\n")[1:]:
+        if line:
+            name, _, value = line.partition(":")
+            fields[name.strip().lower()] = value.strip()
+    status = int(head.split(b" ")[1])
+    if method == "HEAD" or status in (204, 304) or status < 200:
+        return head
+    if fields.get("transfer-encoding") == "chunked":
+        scanner, body = ChunkedScanner(), b""
+        while not scanner.done:
+            data = await reader.read(1)
+            if not data:
+                raise ConnectionResetError("cut inside a chunked body")
+            scanner.feed(data)
+            body += data
+        return head + body
+    if "content-length" in fields:
+        return head + await reader.readexactly(int(fields["content-length"]))
+    return head + await reader.read()
+
+
+def answer(*lines: str, body: bytes = b"") -> bytes:
+    return ("\r\n".join(["HTTP/1.1 200 OK", *lines]) + "\r\n\r\n").encode() + body
+
+
+def replying(*responses: bytes, close: bool = False) -> Script:
+    """A script answering each request with the next response (the last one repeated)."""
+    count = 0
+
+    async def script(request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal count
+        writer.write(responses[min(count, len(responses) - 1)])
+        count += 1
+        await writer.drain()
+        if close:
+            writer.close()
+
+    return script
+
+
+JSON_ANSWER = answer(
+    "Audit-Id: 1", "Content-Type: application/json", "Content-Length: 11", "X-Order: z", body=b'{"kind":"x"}'[:11]
+)
+
+
+def test_keep_alive_credentials_and_headers() -> None:
+    async def scenario() -> None:
+        async with wire(replying(JSON_ANSWER)) as w:
+            reader, writer = await w.connect()
+            for i in range(3):
+                writer.write(w.get(f"/api/v1/namespaces/{i}", "X-Custom: keep me", "Connection: X-Hop", "X-Hop: 1",
+                                   "Keep-Alive: timeout=5", "TE: trailers", "Accept: application/json"))
+                assert await read_response(reader) == JSON_ANSWER
+            # pipelined: two requests in one write, answered in order
+            writer.write(w.get("/api/v1/a") + w.get("/api/v1/b"))
+            assert await read_response(reader) == JSON_ANSWER
+            assert await read_response(reader) == JSON_ANSWER
+            writer.close()
+            assert w.worker.connections == 1  # one worker connection for everything, kept alive
+            first = w.worker.requests[0]
+            assert first.raw_head == (
+                b"GET /api/v1/namespaces/0 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nX-Custom: keep me\r\n"
+                b"Accept: application/json\r\nAuthorization: Bearer worker-token\r\n\r\n" % w.worker.port
+            )
+            assert [r.head.target for r in w.worker.requests] == [
+                "/api/v1/namespaces/0", "/api/v1/namespaces/1", "/api/v1/namespaces/2", "/api/v1/a", "/api/v1/b",
+            ]
+            assert w.metric("mkpolicy_sidecar_requests_total", cluster="w", policy="", verb="get", code="200") == 3
+            assert w.metric("mkpolicy_sidecar_requests_total", cluster="w", policy="", verb="list", code="200") == 2
+
+    asyncio.run(scenario())
+
+
+def test_chunked_answers_and_trailers_pass_as_they_came() -> None:
+    body = b"4;ext=1\r\nWiki\r\n5\r\npedia\r\n0\r\nX-Trailer: t\r\n\r\n"
+    raw = answer("Content-Type: application/json", "Transfer-Encoding: chunked", "Trailer: X-Trailer", body=body)
+
+    async def scenario() -> None:
+        async with wire(replying(raw)) as w:
+            reader, writer = await w.connect()
+            for _ in range(2):
+                writer.write(w.get("/api/v1/pods"))
+                assert await read_response(reader) == raw
+            assert w.worker.connections == 1
+
+    asyncio.run(scenario())
+
+
+def test_answer_delimited_by_close() -> None:
+    raw = answer("Content-Type: text/plain", body=b"until the end")
+
+    async def scenario() -> None:
+        async with wire(replying(raw, close=True)) as w:
+            reader, writer = await w.connect()
+            writer.write(w.get("/version"))
+            got = await read_response(reader)
+            assert got == answer("Content-Type: text/plain", "Connection: close", body=b"until the end")
+            assert await reader.read() == b""  # the client's connection ends with the body
+
+    asyncio.run(scenario())
+
+
+def test_head_and_no_content_answers_have_no_body() -> None:
+    head_answer = answer("Content-Type: application/json", "Content-Length: 99")
+    no_content = b"HTTP/1.1 204 No Content\r\nAudit-Id: 2\r\n\r\n"
+
+    async def scenario() -> None:
+        async with wire(replying(head_answer, no_content)) as w:
+            reader, writer = await w.connect()
+            writer.write(w.get("/api/v1/pods", method="HEAD"))
+            assert await read_response(reader, "HEAD") == head_answer
+            writer.write(w.get("/api/v1/namespaces/x/pods/p", method="DELETE"))
+            assert await read_response(reader) == no_content
+            writer.write(w.get("/api/v1/namespaces/x/pods/p", method="DELETE"))
+            assert await read_response(reader) == no_content
+            assert w.worker.connections == 1
+
+    asyncio.run(scenario())
+
+
+def test_request_bodies_pass_as_they_came() -> None:
+    big = json.dumps({"data": {"k": "v" * (3 * 1024 * 1024)}}).encode()
+    chunked_body = chunk(b'{"a":') + chunk(b"1}") + b"0\r\n\r\n"
+    created = b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}"
+
+    async def scenario() -> None:
+        async with wire(replying(created)) as w:
+            reader, writer = await w.connect()
+            writer.write(w.get("/api/v1/namespaces/x/configmaps", "Content-Type: application/json",
+                               "Transfer-Encoding: chunked", method="POST") + chunked_body)
+            assert await read_response(reader) == created
+            writer.write(w.get("/api/v1/namespaces/x/configmaps", "Content-Type: application/json",
+                               f"Content-Length: {len(big)}", method="POST"))
+            for i in range(0, len(big), 256 * 1024):  # sent in pieces: relayed as they come
+                writer.write(big[i : i + 256 * 1024])
+                await writer.drain()
+            assert await read_response(reader) == created
+            # 100-continue: the sidecar answers it, the worker never sees Expect
+            writer.write(w.get("/api/v1/namespaces/x/configmaps", "Content-Length: 2", "Expect: 100-continue",
+                               method="POST"))
+            assert await reader.readuntil(b"\r\n\r\n") == b"HTTP/1.1 100 Continue\r\n\r\n"
+            writer.write(b"{}")
+            assert await read_response(reader) == created
+            first, second, third = w.worker.requests
+            assert first.body == chunked_body and b"Transfer-Encoding: chunked" in first.raw_head
+            assert second.body == big
+            assert third.body == b"{}" and b"Expect" not in third.raw_head
+
+    asyncio.run(scenario())
+
+
+def test_large_answer_to_a_slow_client() -> None:
+    payload = bytes(range(256)) * (32 * 1024)  # 8 MiB
+    raw = answer("Content-Type: application/octet-stream", f"Content-Length: {len(payload)}", body=payload)
+
+    async def scenario() -> None:
+        async with wire(replying(raw)) as w:
+            reader, writer = await w.connect()
+            writer.write(w.get("/api/v1/pods"))
+            await asyncio.sleep(0.3)
+            # the client does not read: the sidecar holds a bounded part of the answer, the
+            # rest waits in the worker's socket (reading from the worker paused)
+            held = sum(c.transport.get_write_buffer_size() for c in w.listener._connections if c.transport)
+            held += sum(len(c.buffer) for c in w.upstream.connections)
+            assert w.upstream.connections
+            assert held < 3 * 1024 * 1024, held
+            got = await read_response(reader)
+            assert got == raw
+
+    asyncio.run(scenario())
+
+
+def watch_script(events: list[bytes], gate: asyncio.Event | None = None, end: bool = True) -> Script:
+    async def script(request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(answer("Content-Type: application/json", "Transfer-Encoding: chunked"))
+        for i, event in enumerate(events):
+            writer.write(chunk(event))
+            await writer.drain()
+            if i == 0 and gate is not None:
+                await gate.wait()
+        if end:
+            writer.write(b"0\r\n\r\n")
+        else:
+            await reader.read()  # hold the stream open until the sidecar closes it
+
+    return script
+
+
+EVENTS = [b'{"type":"ADDED","object":{"n":%d}}\n' % i for i in range(3)]
+
+
+def test_watch_events_stream_as_they_come_and_the_end_passes() -> None:
+    gate = asyncio.Event()
+
+    async def scenario() -> None:
+        async with wire(watch_script(EVENTS, gate)) as w:
+            reader, writer = await w.connect()
+            writer.write(w.get("/api/v1/pods?watch=true&resourceVersion=1"))
+            await reader.readuntil(b"\r\n\r\n")
+            # the first event arrives while the worker holds the rest back
+            assert await asyncio.wait_for(reader.readuntil(b"}}\n\r\n"), 5)
+            assert w.metric("mkpolicy_sidecar_active_watches", cluster="w") == 1
+            gate.set()
+            rest = await reader.readuntil(b"0\r\n\r\n")
+            assert rest == chunk(EVENTS[1]) + chunk(EVENTS[2]) + b"0\r\n\r\n"
+            assert w.metric("mkpolicy_sidecar_active_watches", cluster="w") == 0
+            # the watch ended cleanly: the same connections carry the next request
+            writer.write(w.get("/api/v1/pods?watch=1"))
+            assert (await read_response(reader)).endswith(b"0\r\n\r\n")
+            assert w.worker.connections == 1
+
+    asyncio.run(scenario())
+
+
+def test_client_gone_mid_watch_closes_the_worker_connection() -> None:
+    async def scenario() -> None:
+        async with wire(watch_script(EVENTS[:1], end=False)) as w:
+            reader, writer = await w.connect()
+            writer.write(w.get("/api/v1/pods?watch=true"))
+            await reader.readuntil(b"}}\n\r\n")
+            writer.close()
+            deadline = time.monotonic() + 5
+            while w.worker.closed < 1 and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            assert w.worker.closed == 1
+            assert w.metric("mkpolicy_sidecar_active_watches", cluster="w") == 0
+
+    asyncio.run(scenario())
+
+
+def test_shutdown_ends_watches_at_a_chunk_boundary_and_drains_requests() -> None:
+    async def slow(request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if "watch" in request.head.target:
+            writer.write(answer("Transfer-Encoding: chunked") + chunk(EVENTS[0]) + b"1")  # half a chunk size line
+            await writer.drain()
+            await asyncio.sleep(0.2)
+            writer.write(b"0\r\n" + b"x" * 16 + b"\r\n")  # the chunk completes later: the end comes after it
+            await reader.read()
+        else:
+            await asyncio.sleep(0.3)
+            writer.write(JSON_ANSWER)
+
+    async def scenario() -> None:
+        async with wire(slow) as w:
+            watcher, watch_writer = await w.connect()
+            watch_writer.write(w.get("/api/v1/pods?watch=true"))
+            await watcher.readuntil(b"}}\n\r\n")
+            idle_reader, idle_writer = await w.connect()
+            idle_writer.write(w.get("/version"))
+            busy_reader, busy_writer = await w.connect()
+            await read_response(idle_reader)
+            busy_writer.write(w.get("/version"))
+            await asyncio.sleep(0.05)
+            closing = asyncio.create_task(w.listener.close(2.0))
+            assert await read_response(busy_reader) == JSON_ANSWER  # in flight: answered
+            assert await idle_reader.read() == b""  # idle: closed
+            rest = await watcher.read()
+            assert rest == b"10\r\n" + b"x" * 16 + b"\r\n0\r\n\r\n"  # the pending chunk, then a clean end
+            await closing
+            with pytest.raises(OSError):
+                await w.connect()
+
+    asyncio.run(scenario())
+
+
+def test_worker_errors() -> None:
+    async def script(request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        target = request.head.target
+        if target == "/garbage":
+            writer.write(b"NOT HTTP\r\n\r\n")
+        elif target == "/cut":
+            writer.write(answer("Content-Length: 100", body=b"only this"))
+            await writer.drain()
+            writer.close()
+        elif target == "/cut-chunked":
+            writer.write(answer("Transfer-Encoding: chunked") + b"5\r\nab")
+            await writer.drain()
+            writer.close()
+        elif target == "/silent":
+            writer.close()
+        else:
+            writer.write(JSON_ANSWER)
+
+    async def scenario() -> None:
+        async with wire(script) as w:
+            reader, writer = await w.connect()
+            writer.write(w.get("/garbage"))
+            got = await read_response(reader)
+            assert got.startswith(b"HTTP/1.1 502 Bad Gateway\r\n")
+            assert json.loads(got.split(b"\r\n\r\n", 1)[1])["message"].startswith("mkpolicy sidecar: worker w sent")
+            writer.write(w.get("/silent"))
+            got = await read_response(reader)
+            assert got.startswith(b"HTTP/1.1 503 Service Unavailable\r\n") and b"worker w is unreachable" in got
+            for path in ("/cut", "/cut-chunked"):
+                reader, writer = await w.connect()
+                writer.write(w.get(path))
+                await reader.readuntil(b"\r\n\r\n")
+                rest = await reader.read()  # the client sees the answer broken off, not a shorter one
+                assert rest in (b"only this", b"5\r\nab")
+            assert w.metric("mkpolicy_sidecar_upstream_errors_total", cluster="w", reason="read") >= 3
+            reader, writer = await w.connect()
+            writer.write(w.get("/fine"))
+            assert await read_response(reader) == JSON_ANSWER
+
+    asyncio.run(scenario())
+
+
+def test_worker_unreachable_and_stale_idle_connections() -> None:
+    async def scenario() -> None:
+        # nothing listens on the worker port
+        probe = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        port = probe.sockets[0].getsockname()[1]
+        probe.close()
+        await probe.wait_closed()
+        async with wire(replying(JSON_ANSWER), worker_port=port) as w:
+            reader, writer = await w.connect()
+            writer.write(w.get("/api/v1/pods"))
+            got = await read_response(reader)
+            assert got.startswith(b"HTTP/1.1 503 ") and b"worker w is unreachable: connect" in got
+            assert w.metric("mkpolicy_sidecar_upstream_errors_total", cluster="w", reason="connect") == 1
+        # the worker closes every connection after one answer (keep-alive not honoured): a GET is
+        # sent again on a fresh connection; a POST is not (the worker may have acted on it)
+        async with wire(replying(JSON_ANSWER, close=True)) as w:
+            reader, writer = await w.connect()
+            for _ in range(3):
+                writer.write(w.get("/api/v1/pods"))
+                assert await read_response(reader) == JSON_ANSWER
+            assert w.worker.connections >= 3
+
+        # the worker drops a kept-alive connection just as the next request goes out on it
+        async def racing(request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            if sum(r.connection == request.connection for r in w.worker.requests) > 1:
+                writer.close()  # not answered
+            else:
+                writer.write(JSON_ANSWER)
+
+        async with wire(racing) as w:
+            reader, writer = await w.connect()
+            writer.write(w.get("/api/v1/pods"))
+            assert await read_response(reader) == JSON_ANSWER
+            writer.write(w.get("/api/v1/pods"))
+            assert await read_response(reader) == JSON_ANSWER  # sent again on a fresh connection
+            assert w.worker.connections == 2 and len(w.worker.requests) == 3
+            writer.write(w.get("/api/v1/namespaces/x/configmaps", "Content-Length: 2", method="POST") + b"{}")
+            got = await read_response(reader)
+            assert got.startswith(b"HTTP/1.1 503 ") and b"closed before an answer" in got
+            assert len(w.worker.requests) == 4  # never sent twice
+
+    asyncio.run(scenario())
+
+
+def test_refusals() -> None:
+    async def scenario() -> None:
+        async with wire(replying(JSON_ANSWER)) as w:
+            reader, writer = await w.connect()
+            writer.write(w.get("/api/v1/pods", token="x" * 43))
+            got = await read_response(reader)
+            assert got.startswith(b"HTTP/1.1 401 Unauthorized\r\n")
+            writer.write(w.get("/api/v1/pods", "Connection: Upgrade", "Upgrade: websocket"))
+            assert (await read_response(reader)).startswith(b"HTTP/1.1 400 ")
+            # a POST refused before its body was read: the body is dropped, the connection kept
+            writer.write(w.get("/api/v1/pods", "Content-Length: 4", method="POST", token="y" * 43) + b"body")
+            assert (await read_response(reader)).startswith(b"HTTP/1.1 401 ")
+            writer.write(w.get("/api/v1/pods"))
+            assert await read_response(reader) == JSON_ANSWER
+            assert w.worker.requests[0].head.method == "GET" and len(w.worker.requests) == 1
+            for raw, code in (
+                (b"GET / HTTP/1.0\r\n\r\n", b"505"),
+                (b"GET /a b HTTP/1.1\r\n\r\n", b"400"),
+                (b"GET / HTTP/1.1\r\nHost : x\r\n\r\n", b"400"),
+                (b"GET / HTTP/1.1\r\nX: " + b"x" * (1024 * 1024 + 10) + b"\r\n\r\n", b"431"),
+            ):
+                reader, writer = await w.connect()
+                writer.write(raw)
+                got = await reader.read()
+                assert got.startswith(b"HTTP/1.1 " + code), got[:40]
+                assert json.loads(got.split(b"\r\n\r\n", 1)[1])["kind"] == "Status"
+            w.hub.policies = None
+            reader, writer = await w.connect()
+            writer.write(w.get("/api/v1/pods"))
+            assert (await read_response(reader)).startswith(b"HTTP/1.1 503 ")
+
+    asyncio.run(scenario())
