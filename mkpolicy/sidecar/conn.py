@@ -57,6 +57,10 @@ class Connection(asyncio.Protocol):
         if not self._read_paused and len(self.buffer) > HIGH_WATER and not self._in_head and self.transport is not None:
             self._read_paused = True
             self.transport.pause_reading()
+        self._on_data()
+
+    def _on_data(self) -> None:
+        """New bytes are buffered (subclasses may act on them before waking the reader)."""
         self.wake()
 
     def eof_received(self) -> bool | None:

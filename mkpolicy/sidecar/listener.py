@@ -44,6 +44,8 @@ DISCARD_LIMIT = 1024 * 1024
 LINGER = 2.0
 
 Handler = Callable[["Exchange"], Awaitable[None]]
+#: Takes a request from a connection's buffer and answers it from callbacks (True), or declines.
+FastHook = Callable[["ClientConnection"], bool]
 
 
 class Exchange:
@@ -162,13 +164,30 @@ class Exchange:
 
 
 class ClientConnection(Connection):
-    """One client connection: reads requests one after the other and hands them to the handler."""
+    """One client connection: reads requests one after the other and hands them to the handler.
+
+    The listener's ``fast`` hook may take a request as soon as its head arrives, in the
+    protocol callback, and answer it from callbacks as well (``fast_busy``): the
+    connection's coroutine stays parked meanwhile. The hook hands the exchange back to
+    the coroutine (:meth:`hand_over`) whenever it needs to wait for anything else, and
+    declines requests it does not serve (leaving their parsed head in ``next_head``).
+    """
 
     def __init__(self, listener: Listener) -> None:
         super().__init__()
         self.listener = listener
+        #: No exchange in progress (shutdown closes idle connections at once).
         self.idle = True
         self.exchange: Exchange | None = None
+        #: An exchange answered from callbacks is in progress.
+        self.fast_busy = False
+        #: The rest of an exchange started from callbacks, for the coroutine to finish.
+        self.handover: Callable[[], Awaitable[None]] | None = None
+        #: A request head parsed (and taken from the buffer) by the fast hook, which declined it.
+        self.next_head: RequestHead | None = None
+        #: The coroutine waits for a request (the fast hook may take it).
+        self.parked = False
+        self.last_active = self.loop.time()
         self._task: asyncio.Task[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -180,33 +199,107 @@ class ClientConnection(Connection):
         super().connection_lost(exc)
         self.listener._connections.discard(self)
 
+    # -- the fast hook's side --------------------------------------------------------------------
+    def _on_data(self) -> None:
+        if self.fast_busy:
+            return  # the next request (pipelined) waits in the buffer
+        fast = self.listener.fast
+        ready = self.parked and not self.listener.closing and self.buffer.find(b"\r\n\r\n") >= 0
+        if ready and fast is not None and fast(self):
+            return
+        self.wake()
+
+    def fast_started(self, exchange: Exchange) -> None:
+        """The fast hook took ``exchange``."""
+        self.fast_busy = True
+        self.idle = False
+        self.exchange = exchange
+
+    def fast_done(self, exchange: Exchange) -> None:
+        """The fast hook answered ``exchange`` completely; go on with the next request."""
+        self.fast_busy = False
+        self.exchange = None
+        self.idle = True
+        self.last_active = self.loop.time()
+        if exchange.close_after or self.listener.closing or not self.writable:
+            self.close()
+        elif self.buffer:
+            self._on_data()
+
+    def hand_over(self, job: Callable[[], Awaitable[None]]) -> None:
+        """The coroutine finishes the exchange the fast hook started (``job``)."""
+        self.fast_busy = False
+        self.handover = job
+        self.wake()
+
+    # -- the coroutine --------------------------------------------------------------------------
+    async def _park(self, timeout: float | None) -> None:
+        """Wait for news between requests; TimeoutError when idle for ``timeout`` seconds."""
+        self.parked = True
+        self._in_head = True  # a partial head may exceed HIGH_WATER (MAX_HEAD bounds it)
+        if self._read_paused and self.transport is not None:
+            self._read_paused = False
+            self.transport.resume_reading()
+        try:
+            await self.wait_readable(timeout)
+        except TimeoutError:
+            if self.fast_busy or self.handover is not None or timeout is None:
+                return
+            if self.loop.time() - self.last_active < timeout:
+                return  # answered from callbacks meanwhile: not idle
+            raise
+        finally:
+            self.parked = False
+            self._in_head = False
+
     async def _serve(self) -> None:
         listener = self.listener
         try:
-            while not listener.closing:
-                self.idle = True
-                try:
-                    raw = await self.read_head(IDLE_TIMEOUT if not self.buffer else READ_TIMEOUT, MAX_HEAD)
-                except HttpError as exc:
-                    await self._refuse(exc)
+            while True:
+                job = self.handover
+                if job is not None:
+                    self.handover = None
+                    exchange = self.exchange
+                    await job()
+                    self.exchange = None
+                    if exchange is None or not await self._after(exchange):
+                        return
+                    continue
+                if self.fast_busy:
+                    if self.eof:
+                        return  # the answer from callbacks goes nowhere (or out as the connection closes)
+                    await self._park(IDLE_TIMEOUT)
+                    continue
+                if listener.closing:
                     return
-                if raw is None:
-                    return
+                head = self.next_head
+                if head is None:
+                    end = self.buffer.find(b"\r\n\r\n")
+                    if end < 0 or end + 4 > MAX_HEAD:
+                        if end >= 0 or len(self.buffer) > MAX_HEAD:
+                            await self._refuse(HttpError(431, f"request head larger than {MAX_HEAD} bytes"))
+                            return
+                        if self.eof:
+                            return
+                        await self._park(IDLE_TIMEOUT if not self.buffer else READ_TIMEOUT)
+                        continue
+                    if listener.fast is not None and listener.fast(self):
+                        continue
+                    head = self.next_head
+                    if head is None:
+                        try:
+                            head = parse_request_head(self.take(end + 4))
+                        except HttpError as exc:
+                            await self._refuse(exc)
+                            return
+                self.next_head = None
                 self.idle = False
-                try:
-                    head = parse_request_head(raw)
-                except HttpError as exc:
-                    await self._refuse(exc)
-                    return
                 exchange = self.exchange = Exchange(self, head)
                 try:
                     await listener.handler(exchange)
                 finally:
                     self.exchange = None
-                if not exchange.complete or not self.writable:
-                    self.abort()  # the client must see the answer broken off
-                    return
-                if exchange.close_after or not await self._finish_body(exchange):
+                if not await self._after(exchange):
                     return
         except (TimeoutError, ConnectionError):
             pass
@@ -216,6 +309,17 @@ class ClientConnection(Connection):
         finally:
             self.idle = True
             self.close()
+
+    async def _after(self, exchange: Exchange) -> bool:
+        """After an exchange: whether the connection carries another request."""
+        self.last_active = self.loop.time()
+        if not exchange.complete or not self.writable:
+            self.abort()  # the client must see the answer broken off
+            return False
+        if exchange.close_after or not await self._finish_body(exchange):
+            return False
+        self.idle = True
+        return True
 
     async def _finish_body(self, exchange: Exchange) -> bool:
         """Read and drop what the handler left of the request body; False when the connection must close."""
@@ -250,8 +354,9 @@ class ClientConnection(Connection):
 class Listener:
     """The TLS listener of one worker endpoint."""
 
-    def __init__(self, handler: Handler, ssl_context: ssl.SSLContext | None) -> None:
+    def __init__(self, handler: Handler, ssl_context: ssl.SSLContext | None, fast: FastHook | None = None) -> None:
         self.handler = handler
+        self.fast = fast
         self.ssl_context = ssl_context
         self.closing = False
         self._server: asyncio.Server | None = None

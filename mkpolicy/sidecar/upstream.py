@@ -13,6 +13,7 @@ import asyncio
 import ssl
 import time
 from collections import deque
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from mkpolicy.kube.rest import RestConfig, TokenSource
@@ -50,10 +51,19 @@ class WorkerConnection(Connection):
         self.idle_since = 0.0
         #: Requests sent on this connection (a reused one may have been closed by the worker meanwhile).
         self.requests = 0
+        #: Called on news (bytes, EOF, loss) instead of waking a coroutine, while set.
+        self.on_event: Callable[[], None] | None = None
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
         self.pool._forget(self)
+
+    def wake(self) -> None:
+        """News on the connection: to the callback answering from it, else to the waiting coroutine."""
+        if self.on_event is not None:
+            self.on_event()
+        else:
+            super().wake()
 
     async def response_head(self, method: str, timeout: float | None) -> ResponseHead:
         """The next final response head (informational 1xx answers skipped).
@@ -132,18 +142,25 @@ class Upstream:
         return "\r\n".join(lines).encode("latin-1")
 
     # -- connections -----------------------------------------------------------------------------
+    def take_idle(self) -> WorkerConnection | None:
+        """The most recently used idle connection, if one is ready (never waits)."""
+        now = time.monotonic()
+        while self._idle:
+            conn = self._idle.pop()
+            if not conn.eof and now - conn.idle_since < IDLE_SECONDS:
+                return conn
+            conn.abort()
+        return None
+
     async def acquire(self, *, fresh: bool = False) -> WorkerConnection:
         """A connection: the most recently used idle one (unless ``fresh``), else a new one.
 
         UpstreamError (connect or timeout) when the worker cannot be reached.
         """
         if not fresh:
-            now = time.monotonic()
-            while self._idle:
-                conn = self._idle.pop()
-                if not conn.eof and now - conn.idle_since < IDLE_SECONDS:
-                    return conn
-                conn.abort()
+            idle = self.take_idle()
+            if idle is not None:
+                return idle
         while len(self.connections) + self._connecting >= MAX_CONNECTIONS:
             waiter = asyncio.get_running_loop().create_future()
             self._waiting.append(waiter)

@@ -21,13 +21,19 @@ import pytest
 from mkpolicy.kube.rest import RestConfig
 from mkpolicy.sidecar.endpoints import Credentials, load_or_create
 from mkpolicy.sidecar.http1 import ChunkedScanner, RequestHead, chunk, parse_request_head
-from mkpolicy.sidecar.listener import Listener
+from mkpolicy.sidecar.listener import Exchange, Listener
 from mkpolicy.sidecar.metrics import Metrics
 from mkpolicy.sidecar.policies import PolicySet
 from mkpolicy.sidecar.proxy import WorkerEndpoint
 from mkpolicy.sidecar.upstream import Upstream
 
 pytestmark = pytest.mark.timeout(30)
+
+
+@pytest.fixture(params=[True, False], ids=["fast", "slow"])
+def fast(request: pytest.FixtureRequest) -> bool:
+    """Each test runs with the callbacks' fast path on and off (the coroutine answers everything)."""
+    return bool(request.param)
 
 Script = Callable[["Request", asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -124,6 +130,8 @@ class Wire:
     listener: Listener
     upstream: Upstream
     port: int
+    #: Requests the connection coroutine answered or finished (not the callbacks' fast path alone).
+    slow: list[str]
 
     @property
     def token(self) -> str:
@@ -142,14 +150,23 @@ class Wire:
 
 
 @contextlib.asynccontextmanager
-async def wire(script: Script, *, worker_port: int | None = None) -> AsyncIterator[Wire]:
+async def wire(script: Script, *, worker_port: int | None = None, fast: bool = True) -> AsyncIterator[Wire]:
     worker = await FakeWorker(script).start()
     hub = StubHub()
     upstream = Upstream("w", RestConfig(server=f"http://127.0.0.1:{worker_port or worker.port}", token="worker-token"))
-    listener = Listener(WorkerEndpoint(hub, upstream).handle, hub.credentials.server_context())
+    endpoint = WorkerEndpoint(hub, upstream)
+    slow: list[str] = []
+    answer_request = endpoint._answer_request
+
+    async def recording(exchange: Exchange, sent: Any) -> None:
+        slow.append(exchange.head.target)
+        await answer_request(exchange, sent)
+
+    endpoint._answer_request = recording  # type: ignore[method-assign]
+    listener = Listener(endpoint.handle, hub.credentials.server_context(), endpoint.fast if fast else None)
     port = await listener.start("127.0.0.1", 0)
     try:
-        yield Wire(worker, hub, listener, upstream, port)
+        yield Wire(worker, hub, listener, upstream, port, slow)
     finally:
         await listener.close(1.0)
         await upstream.close()
@@ -205,9 +222,9 @@ JSON_ANSWER = answer(
 )
 
 
-def test_keep_alive_credentials_and_headers() -> None:
+def test_keep_alive_credentials_and_headers(fast: bool) -> None:
     async def scenario() -> None:
-        async with wire(replying(JSON_ANSWER)) as w:
+        async with wire(replying(JSON_ANSWER), fast=fast) as w:
             reader, writer = await w.connect()
             for i in range(3):
                 writer.write(w.get(f"/api/v1/namespaces/{i}", "X-Custom: keep me", "Connection: X-Hop", "X-Hop: 1",
@@ -229,16 +246,21 @@ def test_keep_alive_credentials_and_headers() -> None:
             ]
             assert w.metric("mkpolicy_sidecar_requests_total", cluster="w", policy="", verb="get", code="200") == 3
             assert w.metric("mkpolicy_sidecar_requests_total", cluster="w", policy="", verb="list", code="200") == 2
+            assert w.metric("mkpolicy_sidecar_request_duration_seconds_count", cluster="w", policy="", verb="get") == 3
+            assert w.metric("mkpolicy_sidecar_inflight_requests") == 0
+            # the first request opens the worker connection; with it kept alive, plain GETs go
+            # the fast way (callbacks only)
+            assert w.slow == (["/api/v1/namespaces/0"] if fast else [r.head.target for r in w.worker.requests])
 
     asyncio.run(scenario())
 
 
-def test_chunked_answers_and_trailers_pass_as_they_came() -> None:
+def test_chunked_answers_and_trailers_pass_as_they_came(fast: bool) -> None:
     body = b"4;ext=1\r\nWiki\r\n5\r\npedia\r\n0\r\nX-Trailer: t\r\n\r\n"
     raw = answer("Content-Type: application/json", "Transfer-Encoding: chunked", "Trailer: X-Trailer", body=body)
 
     async def scenario() -> None:
-        async with wire(replying(raw)) as w:
+        async with wire(replying(raw), fast=fast) as w:
             reader, writer = await w.connect()
             for _ in range(2):
                 writer.write(w.get("/api/v1/pods"))
@@ -248,11 +270,11 @@ def test_chunked_answers_and_trailers_pass_as_they_came() -> None:
     asyncio.run(scenario())
 
 
-def test_answer_delimited_by_close() -> None:
+def test_answer_delimited_by_close(fast: bool) -> None:
     raw = answer("Content-Type: text/plain", body=b"until the end")
 
     async def scenario() -> None:
-        async with wire(replying(raw, close=True)) as w:
+        async with wire(replying(raw, close=True), fast=fast) as w:
             reader, writer = await w.connect()
             writer.write(w.get("/version"))
             got = await read_response(reader)
@@ -262,12 +284,12 @@ def test_answer_delimited_by_close() -> None:
     asyncio.run(scenario())
 
 
-def test_head_and_no_content_answers_have_no_body() -> None:
+def test_head_and_no_content_answers_have_no_body(fast: bool) -> None:
     head_answer = answer("Content-Type: application/json", "Content-Length: 99")
     no_content = b"HTTP/1.1 204 No Content\r\nAudit-Id: 2\r\n\r\n"
 
     async def scenario() -> None:
-        async with wire(replying(head_answer, no_content)) as w:
+        async with wire(replying(head_answer, no_content), fast=fast) as w:
             reader, writer = await w.connect()
             writer.write(w.get("/api/v1/pods", method="HEAD"))
             assert await read_response(reader, "HEAD") == head_answer
@@ -280,13 +302,13 @@ def test_head_and_no_content_answers_have_no_body() -> None:
     asyncio.run(scenario())
 
 
-def test_request_bodies_pass_as_they_came() -> None:
+def test_request_bodies_pass_as_they_came(fast: bool) -> None:
     big = json.dumps({"data": {"k": "v" * (3 * 1024 * 1024)}}).encode()
     chunked_body = chunk(b'{"a":') + chunk(b"1}") + b"0\r\n\r\n"
     created = b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}"
 
     async def scenario() -> None:
-        async with wire(replying(created)) as w:
+        async with wire(replying(created), fast=fast) as w:
             reader, writer = await w.connect()
             writer.write(w.get("/api/v1/namespaces/x/configmaps", "Content-Type: application/json",
                                "Transfer-Encoding: chunked", method="POST") + chunked_body)
@@ -311,12 +333,12 @@ def test_request_bodies_pass_as_they_came() -> None:
     asyncio.run(scenario())
 
 
-def test_large_answer_to_a_slow_client() -> None:
+def test_large_answer_to_a_slow_client(fast: bool) -> None:
     payload = bytes(range(256)) * (32 * 1024)  # 8 MiB
     raw = answer("Content-Type: application/octet-stream", f"Content-Length: {len(payload)}", body=payload)
 
     async def scenario() -> None:
-        async with wire(replying(raw)) as w:
+        async with wire(replying(raw), fast=fast) as w:
             reader, writer = await w.connect()
             writer.write(w.get("/api/v1/pods"))
             await asyncio.sleep(0.3)
@@ -351,11 +373,11 @@ def watch_script(events: list[bytes], gate: asyncio.Event | None = None, end: bo
 EVENTS = [b'{"type":"ADDED","object":{"n":%d}}\n' % i for i in range(3)]
 
 
-def test_watch_events_stream_as_they_come_and_the_end_passes() -> None:
+def test_watch_events_stream_as_they_come_and_the_end_passes(fast: bool) -> None:
     gate = asyncio.Event()
 
     async def scenario() -> None:
-        async with wire(watch_script(EVENTS, gate)) as w:
+        async with wire(watch_script(EVENTS, gate), fast=fast) as w:
             reader, writer = await w.connect()
             writer.write(w.get("/api/v1/pods?watch=true&resourceVersion=1"))
             await reader.readuntil(b"\r\n\r\n")
@@ -374,9 +396,9 @@ def test_watch_events_stream_as_they_come_and_the_end_passes() -> None:
     asyncio.run(scenario())
 
 
-def test_client_gone_mid_watch_closes_the_worker_connection() -> None:
+def test_client_gone_mid_watch_closes_the_worker_connection(fast: bool) -> None:
     async def scenario() -> None:
-        async with wire(watch_script(EVENTS[:1], end=False)) as w:
+        async with wire(watch_script(EVENTS[:1], end=False), fast=fast) as w:
             reader, writer = await w.connect()
             writer.write(w.get("/api/v1/pods?watch=true"))
             await reader.readuntil(b"}}\n\r\n")
@@ -390,7 +412,7 @@ def test_client_gone_mid_watch_closes_the_worker_connection() -> None:
     asyncio.run(scenario())
 
 
-def test_shutdown_ends_watches_at_a_chunk_boundary_and_drains_requests() -> None:
+def test_shutdown_ends_watches_at_a_chunk_boundary_and_drains_requests(fast: bool) -> None:
     async def slow(request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if "watch" in request.head.target:
             writer.write(answer("Transfer-Encoding: chunked") + chunk(EVENTS[0]) + b"1")  # half a chunk size line
@@ -403,7 +425,7 @@ def test_shutdown_ends_watches_at_a_chunk_boundary_and_drains_requests() -> None
             writer.write(JSON_ANSWER)
 
     async def scenario() -> None:
-        async with wire(slow) as w:
+        async with wire(slow, fast=fast) as w:
             watcher, watch_writer = await w.connect()
             watch_writer.write(w.get("/api/v1/pods?watch=true"))
             await watcher.readuntil(b"}}\n\r\n")
@@ -425,7 +447,7 @@ def test_shutdown_ends_watches_at_a_chunk_boundary_and_drains_requests() -> None
     asyncio.run(scenario())
 
 
-def test_worker_errors() -> None:
+def test_worker_errors(fast: bool) -> None:
     async def script(request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         target = request.head.target
         if target == "/garbage":
@@ -444,7 +466,7 @@ def test_worker_errors() -> None:
             writer.write(JSON_ANSWER)
 
     async def scenario() -> None:
-        async with wire(script) as w:
+        async with wire(script, fast=fast) as w:
             reader, writer = await w.connect()
             writer.write(w.get("/garbage"))
             got = await read_response(reader)
@@ -467,14 +489,14 @@ def test_worker_errors() -> None:
     asyncio.run(scenario())
 
 
-def test_worker_unreachable_and_stale_idle_connections() -> None:
+def test_worker_unreachable_and_stale_idle_connections(fast: bool) -> None:
     async def scenario() -> None:
         # nothing listens on the worker port
         probe = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
         port = probe.sockets[0].getsockname()[1]
         probe.close()
         await probe.wait_closed()
-        async with wire(replying(JSON_ANSWER), worker_port=port) as w:
+        async with wire(replying(JSON_ANSWER), worker_port=port, fast=fast) as w:
             reader, writer = await w.connect()
             writer.write(w.get("/api/v1/pods"))
             got = await read_response(reader)
@@ -482,7 +504,7 @@ def test_worker_unreachable_and_stale_idle_connections() -> None:
             assert w.metric("mkpolicy_sidecar_upstream_errors_total", cluster="w", reason="connect") == 1
         # the worker closes every connection after one answer (keep-alive not honoured): a GET is
         # sent again on a fresh connection; a POST is not (the worker may have acted on it)
-        async with wire(replying(JSON_ANSWER, close=True)) as w:
+        async with wire(replying(JSON_ANSWER, close=True), fast=fast) as w:
             reader, writer = await w.connect()
             for _ in range(3):
                 writer.write(w.get("/api/v1/pods"))
@@ -496,7 +518,7 @@ def test_worker_unreachable_and_stale_idle_connections() -> None:
             else:
                 writer.write(JSON_ANSWER)
 
-        async with wire(racing) as w:
+        async with wire(racing, fast=fast) as w:
             reader, writer = await w.connect()
             writer.write(w.get("/api/v1/pods"))
             assert await read_response(reader) == JSON_ANSWER
@@ -511,9 +533,9 @@ def test_worker_unreachable_and_stale_idle_connections() -> None:
     asyncio.run(scenario())
 
 
-def test_refusals() -> None:
+def test_refusals(fast: bool) -> None:
     async def scenario() -> None:
-        async with wire(replying(JSON_ANSWER)) as w:
+        async with wire(replying(JSON_ANSWER), fast=fast) as w:
             reader, writer = await w.connect()
             writer.write(w.get("/api/v1/pods", token="x" * 43))
             got = await read_response(reader)
@@ -541,5 +563,88 @@ def test_refusals() -> None:
             reader, writer = await w.connect()
             writer.write(w.get("/api/v1/pods"))
             assert (await read_response(reader)).startswith(b"HTTP/1.1 503 ")
+
+    asyncio.run(scenario())
+
+
+def test_answers_in_pieces_and_what_the_fast_path_hands_over(fast: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Answers split over several reads, large, informational first, late: all end as the worker sent them."""
+    big = b"y" * (1024 * 1024)
+
+    async def script(request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        target = request.head.target
+        if target == "/split":
+            raw = JSON_ANSWER
+            for piece in (raw[:10], raw[10:60], raw[60:-3], raw[-3:]):
+                writer.write(piece)
+                await writer.drain()
+                await asyncio.sleep(0.01)
+        elif target == "/big":
+            writer.write(answer(f"Content-Length: {len(big)}", body=big))
+        elif target == "/early-hints":
+            writer.write(b"HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n")
+            await writer.drain()
+            await asyncio.sleep(0.01)
+            writer.write(JSON_ANSWER)
+        elif target == "/late":
+            await asyncio.sleep(0.5)
+            writer.write(JSON_ANSWER)
+        else:
+            writer.write(JSON_ANSWER)
+
+    monkeypatch.setattr("mkpolicy.sidecar.proxy.READ_TIMEOUT", 0.2)
+    monkeypatch.setattr("mkpolicy.sidecar.listener.READ_TIMEOUT", 0.2)
+
+    async def scenario() -> None:
+        async with wire(script, fast=fast) as w:
+            reader, writer = await w.connect()
+            writer.write(w.get("/warm"))
+            assert await read_response(reader) == JSON_ANSWER
+            for _ in range(2):
+                writer.write(w.get("/split"))
+                assert await read_response(reader) == JSON_ANSWER
+            writer.write(w.get("/big"))
+            assert await read_response(reader) == answer(f"Content-Length: {len(big)}", body=big)
+            writer.write(w.get("/early-hints"))
+            assert await read_response(reader) == JSON_ANSWER
+            writer.write(w.get("/late"))
+            got = await read_response(reader)
+            assert got.startswith(b"HTTP/1.1 503 ") and b"timeout" in got
+            assert w.metric("mkpolicy_sidecar_upstream_errors_total", cluster="w", reason="timeout") == 1
+            reader, writer = await w.connect()
+            writer.write(w.get("/after"))
+            assert await read_response(reader) == JSON_ANSWER
+            if fast:
+                assert "/split" not in w.slow  # waited for the pieces without handing over
+                assert "/big" in w.slow and "/early-hints" in w.slow  # streamed / informational: the coroutine
+
+    asyncio.run(scenario())
+
+
+def test_client_gone_before_the_answer(fast: bool) -> None:
+    released = asyncio.Event()
+
+    async def script(request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if request.head.target == "/slow":
+            await released.wait()
+        writer.write(JSON_ANSWER)
+
+    async def scenario() -> None:
+        async with wire(script, fast=fast) as w:
+            reader, writer = await w.connect()
+            writer.write(w.get("/warm"))
+            await read_response(reader)
+            writer.write(w.get("/slow"))
+            await asyncio.sleep(0.05)
+            writer.close()
+            await asyncio.sleep(0.05)
+            released.set()
+            await asyncio.sleep(0.05)
+            # the answer went nowhere; the worker connection is still good for the next client
+            reader, writer = await w.connect()
+            writer.write(w.get("/next"))
+            assert await read_response(reader) == JSON_ANSWER
+            assert w.worker.connections == 1
+            assert w.metric("mkpolicy_sidecar_inflight_requests") == 0
 
     asyncio.run(scenario())
