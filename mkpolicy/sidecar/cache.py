@@ -91,9 +91,9 @@ class ManagerCache:
         self._parsed[key] = (raw, obj)
         return obj
 
-    def count_hit(self) -> None:
-        """Count a read served by the cache."""
-        self._hits.inc()
+    def count_hit(self, hits: int = 1) -> None:
+        """Count reads served by the cache."""
+        self._hits.inc(hits)
 
     async def fetch(self, namespace: str | None, name: str) -> dict[str, Any] | None:
         """A direct read from the manager (None when it has no such object); ApiError otherwise."""

@@ -46,20 +46,27 @@ class Evaluator:
 
     async def run(self, key: object, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` for the policy ``key``, inline or on a thread; learns from its CPU time."""
+        if self.inline(key):
+            return self.run_here(key, fn, *args)
+        loop = asyncio.get_running_loop()
+        result, cpu = await loop.run_in_executor(self._pool, _measured, fn, args)
+        self._learn(key, cpu)
+        return result
+
+    def run_here(self, key: object, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on the calling thread (when :meth:`inline` says so); learns from its CPU time."""
+        result, cpu = _measured(fn, args)
+        self._learn(key, cpu)
+        return result
+
+    def _learn(self, key: object, cpu: float) -> None:
         ident = id(key)
-        remaining = self._threaded.get(ident, PROBATION)
-        if remaining <= 0:
-            result, cpu = _measured(fn, args)
-        else:
-            loop = asyncio.get_running_loop()
-            result, cpu = await loop.run_in_executor(self._pool, _measured, fn, args)
         if cpu > SLOW:
             self._threaded[ident] = PENALTY
         else:
-            self._threaded[ident] = max(0, remaining - 1)
+            self._threaded[ident] = max(0, self._threaded.get(ident, PROBATION) - 1)
         if len(self._threaded) > 1024:  # adapters of old policy sets
             self._threaded.clear()
-        return result
 
     def shutdown(self) -> None:
         """Stop the threads (pending work is cancelled)."""

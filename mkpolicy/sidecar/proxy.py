@@ -94,8 +94,19 @@ class Hub(Protocol):
     async def manager_object(self, entry: Entry, namespace: str | None, name: str) -> dict[str, Any] | None:
         """The manager's object (cache or direct read); None when absent, ApiError/OSError when unreadable."""
 
-    def cached_manager_object(self, entry: Entry, namespace: str | None, name: str) -> dict[str, Any] | None:
-        """The manager's object if the watch cache has it (never waits; do not modify it)."""
+    def cached_manager_object(
+        self, entry: Entry, namespace: str | None, name: str, *, count: bool = True
+    ) -> dict[str, Any] | None:
+        """The manager's object if the watch cache has it (never waits; do not modify it); counts a hit."""
+
+    def count_cache_hits(self, entry: Entry, hits: int) -> None:
+        """Count reads served by the watch cache (found with ``count=False``)."""
+
+    def inline(self, key: object) -> bool:
+        """Whether policy work for the adapter ``key`` runs on the event loop now (proven fast)."""
+
+    def run_here(self, key: object, fn: Callable[..., T], *args: Any) -> T:
+        """Run policy work on the event loop (when :meth:`inline` says so)."""
 
     async def offload(self, key: object, fn: Callable[..., T], *args: Any) -> T:
         """Run policy work for the adapter ``key`` (off the event loop unless proven fast)."""
@@ -128,7 +139,7 @@ class WorkerEndpoint:
         await self._answer_request(exchange, None)
 
     async def _answer_request(self, exchange: Exchange, sent: WorkerConnection | None) -> None:
-        """Answer ``exchange`` (a pass-through whose request already went out on ``sent``: its answer)."""
+        """Answer ``exchange`` (one whose request the fast path sent on ``sent`` already: from its answer on)."""
         head = exchange.head
         path, _, query = head.target.partition("?")
         target = parse_target(head.method, path, _watch_query(query))
@@ -138,26 +149,15 @@ class WorkerEndpoint:
         if sent is None:
             self.hub.metrics.inflight.inc()  # (the fast path counted its own)
         try:
-            if sent is not None:
+            entry = self._route(exchange.head, target)
+            if entry is None or target is None:
                 code = await self._passthrough(exchange, target, sent)
             else:
-                entry = self._route(exchange.head, target)
-                if entry is None or target is None:
-                    code = await self._passthrough(exchange, target, None)
-                else:
-                    policy = entry.name
-                    code = await self._transformed(exchange, target, entry)
+                policy = entry.name
+                code = await self._transformed(exchange, target, entry, sent)
         except StatusError as exc:
             code = exc.code
-            if exc.code >= 500 or exc.code == 403:
-                log.warning(
-                    "request refused",
-                    extra=fields(
-                        cluster=self.cluster, policy=policy, verb=verb, path=path, code=exc.code, error=exc.message
-                    ),
-                )
-            if not exchange.responded:
-                exchange.respond_status(exc)
+            self._refused(exchange, exc, policy, verb, path)
         except ConnectionError:
             code = 499  # the client went away
         finally:
@@ -173,6 +173,18 @@ class WorkerEndpoint:
         if policies is None:
             raise StatusError(503, "mkpolicy sidecar: no policy set is active yet; retry shortly")
         return policies.lookup(target.group, target.resource) if target is not None else None
+
+    def _refused(self, exchange: Exchange, exc: StatusError, policy: str, verb: str, path: str) -> None:
+        """Answer a refusal (a Kubernetes ``Status``), logging server-side ones."""
+        if exc.code >= 500 or exc.code == 403:
+            log.warning(
+                "request refused",
+                extra=fields(
+                    cluster=self.cluster, policy=policy, verb=verb, path=path, code=exc.code, error=exc.message
+                ),
+            )
+        if not exchange.responded:
+            exchange.respond_status(exc)
 
     def _record(self, exchange: Exchange, path: str, policy: str, verb: str, code: int) -> None:
         """Count a request (and log it at debug level)."""
@@ -206,12 +218,14 @@ class WorkerEndpoint:
 
     # -- the fast path ---------------------------------------------------------------------------
     def fast(self, client: ClientConnection) -> bool:
-        """Take a plain pass-through request from ``client``'s buffer and relay it from callbacks.
+        """Take a plain request from ``client``'s buffer and answer it from callbacks.
 
-        Plain: no request body, not a watch, not a policy kind, accepted (token), and a
-        kept-alive worker connection is ready. Its answer goes back from the worker
-        connection's callback when it is whole in one go (a head and a Content-Length
-        body, as nearly every GET answer); anything else is handed to the connection's
+        Plain: no request body, not a watch, accepted (token), a pass-through or a
+        ``get``/``list`` of a policy kind, and a kept-alive worker connection is ready.
+        The answer goes back from the worker connection's callback when it is whole in
+        one go (a head and a Content-Length body, as nearly every GET answer) and, for a
+        policy kind, when the manager's objects are in the watch cache and the policy's
+        evaluations are proven fast; anything else is handed to the connection's
         coroutine (:meth:`_answer_request`), which finishes the exchange as the slow
         path would. No task wakes up on the way: two event-loop turns less per request.
         Declined requests keep their parsed head in ``client.next_head``.
@@ -233,9 +247,12 @@ class WorkerEndpoint:
         if target is not None and target.verb == "watch":
             return False
         try:
-            if self._route(head, target) is not None:
-                return False
+            entry = self._route(head, target)
         except StatusError:
+            return False
+        if entry is not None and (
+            target is None or target.verb not in ("get", "list") or target.version != entry.info.version
+        ):
             return False
         conn = self.upstream.take_idle()
         if conn is None:
@@ -243,7 +260,7 @@ class WorkerEndpoint:
         client.next_head = None
         exchange = Exchange(client, head)
         self.hub.metrics.inflight.inc()
-        _FastPassthrough(self, exchange, conn, path, target.verb if target is not None else "nonresource").start()
+        _FastExchange(self, exchange, conn, path, target.verb if target is not None else "nonresource", entry).start()
         return True
 
     # -- talking to the worker -------------------------------------------------------------------
@@ -347,7 +364,9 @@ class WorkerEndpoint:
         return resp.status
 
     # -- policy kinds --------------------------------------------------------------------------
-    async def _transformed(self, exchange: Exchange, target: Target, entry: Entry) -> int:
+    async def _transformed(
+        self, exchange: Exchange, target: Target, entry: Entry, sent: WorkerConnection | None = None
+    ) -> int:
         gvk = entry.adapter.gvk
         if target.version != entry.info.version:
             raise StatusError(
@@ -367,7 +386,7 @@ class WorkerEndpoint:
         if verb == "watch":
             return await self._watch(exchange, entry)
         if verb in ("get", "list", "delete", "deletecollection"):
-            return await self._read(exchange, target, entry)
+            return await self._read(exchange, target, entry, sent)
         raise StatusError(
             405,
             f"mkpolicy sidecar: {exchange.head.method} {target.verb} is not supported for policy kind {gvk.kind}",
@@ -424,7 +443,7 @@ class WorkerEndpoint:
         conn, resp = await self._send("POST", out, data, None, READ_TIMEOUT)
         return await self._relay_objects(exchange, conn, resp, entry, manager_hint=manager, strict=False)
 
-    async def _read(self, exchange: Exchange, target: Target, entry: Entry) -> int:
+    async def _read(self, exchange: Exchange, target: Target, entry: Entry, sent: WorkerConnection | None) -> int:
         head = exchange.head
         extra: tuple[tuple[str, str], ...] = ()
         body: bytes | None = None
@@ -434,7 +453,7 @@ class WorkerEndpoint:
             if "content-type" in head.fields:
                 extra += (("Content-Type", head.fields["content-type"]),)
         out = self.upstream.head(head.method, head.target, head.headers, reencoded=True, extra=extra)
-        conn, resp = await self._send(head.method, out, body, None, READ_TIMEOUT)
+        conn, resp = await self._send(head.method, out, body, None, READ_TIMEOUT, sent)
         strict = target.verb in ("get", "list")
         return await self._relay_objects(exchange, conn, resp, entry, manager_hint=None, strict=strict)
 
@@ -450,42 +469,49 @@ class WorkerEndpoint:
     ) -> int:
         """The worker's answer with every object of the policy kind rewritten (errors relayed as sent)."""
         raw = await self._answer(conn, resp)
-        headers = [(k, v) for k, v in resp.headers if k.lower() not in _REENCODED]
         if resp.status >= 300:
-            if "content-type" in resp.fields:
-                headers.append(("Content-Type", resp.fields["content-type"]))
-            if "content-encoding" in resp.fields:
-                headers.append(("Content-Encoding", resp.fields["content-encoding"]))
-            exchange.respond(resp.status, headers, raw, resp.reason)
+            _relay_error(exchange, resp, raw)
             return resp.status
         try:
             doc = json.loads(raw)
         except ValueError:
             raise StatusError(502, f"mkpolicy sidecar: worker {self.cluster} sent a body that is not JSON") from None
         doc = await self._rewrite_document(doc, entry, manager_hint, strict)
-        headers.append(("Content-Type", "application/json"))
-        exchange.respond(resp.status, headers, json.dumps(doc, separators=(",", ":")).encode(), resp.reason)
+        _respond_json(exchange, resp, doc)
         return resp.status
 
     async def _rewrite_document(self, doc: Any, entry: Entry, manager_hint: dict[str, Any] | None, strict: bool) -> Any:
-        gvk = entry.adapter.gvk
-        if not isinstance(doc, dict):
-            return doc
-        if doc.get("kind") == gvk.kind:
-            objects = [doc]
-        elif doc.get("kind") == f"{gvk.kind}List" or (
-            isinstance(doc.get("items"), list) and doc.get("kind") != "Status"
-        ):
-            objects = [o for o in doc.get("items") or [] if isinstance(o, dict)]
-        else:
+        objects = _objects_of(doc, entry)
+        if objects is None:
             return doc
         managers = await self._managers(entry, objects, manager_hint)
         results = await self._timed_batch(entry, "sync", objects, managers, strict)
-        if objects and objects[0] is doc:
-            return results[0]
-        doc = dict(doc)
-        doc["items"] = results
-        return doc
+        return _with_results(doc, objects, results)
+
+    def _rewrite_now(self, doc: Any, entry: Entry, strict: bool) -> tuple[bool, Any]:
+        """(True, ``doc`` rewritten) when that needs no waiting: every manager object cached, the
+        policy proven fast; else (False, None) and nothing done. StatusError as :meth:`_rewrite_document`."""
+        objects = _objects_of(doc, entry)
+        if objects is None:
+            return True, doc
+        adapter = entry.adapter
+        if not self.hub.inline(adapter):
+            return False, None
+        managers: list[Any] = []
+        for obj in objects:
+            meta = obj.get("metadata") or {}
+            found = self.hub.cached_manager_object(
+                entry, meta.get("namespace"), str(meta.get("name") or ""), count=False
+            )
+            if found is None:
+                return False, None
+            managers.append(found)
+        if managers:
+            self.hub.count_cache_hits(entry, len(managers))
+        results = self.hub.run_here(
+            adapter, rewrite_batch, adapter, objects, managers, self.cluster, self.hub.origin, strict
+        )
+        return True, _with_results(doc, objects, self._results(entry, "sync", results))
 
     # -- watches ---------------------------------------------------------------------------------
     async def _watch(self, exchange: Exchange, entry: Entry) -> int:
@@ -654,6 +680,10 @@ class WorkerEndpoint:
         results = await self.hub.offload(
             entry.adapter, rewrite_batch, entry.adapter, objects, managers, self.cluster, self.hub.origin, strict
         )
+        return self._results(entry, phase, results)
+
+    def _results(self, entry: Entry, phase: str, results: list[tuple[Any, Outcome, float]]) -> list[dict[str, Any]]:
+        """The objects of a batch's results, counted; its StatusError raised."""
         out = []
         for obj, outcome, seconds in results:
             self._count(entry, phase, outcome, seconds)
@@ -690,20 +720,68 @@ class WorkerEndpoint:
                 )
 
 
+def _objects_of(doc: Any, entry: Entry) -> list[dict[str, Any]] | None:
+    """The objects of the policy's kind in a worker's answer: itself, its list's items; None: nothing to rewrite."""
+    if not isinstance(doc, dict):
+        return None
+    kind = entry.adapter.gvk.kind
+    if doc.get("kind") == kind:
+        return [doc]
+    if doc.get("kind") == f"{kind}List" or (isinstance(doc.get("items"), list) and doc.get("kind") != "Status"):
+        return [o for o in doc.get("items") or [] if isinstance(o, dict)]
+    return None
+
+
+def _with_results(doc: dict[str, Any], objects: list[dict[str, Any]], results: list[dict[str, Any]]) -> Any:
+    """``doc`` with its objects (see :func:`_objects_of`) replaced by ``results``."""
+    if objects and objects[0] is doc:
+        return results[0]
+    doc = dict(doc)
+    doc["items"] = results
+    return doc
+
+
+def _relay_error(exchange: Exchange, resp: ResponseHead, body: bytes) -> None:
+    """A worker's error answer for a policy kind, relayed as sent (its body decoded from its framing)."""
+    headers = [(k, v) for k, v in resp.headers if k.lower() not in _REENCODED]
+    if "content-type" in resp.fields:
+        headers.append(("Content-Type", resp.fields["content-type"]))
+    if "content-encoding" in resp.fields:
+        headers.append(("Content-Encoding", resp.fields["content-encoding"]))
+    exchange.respond(resp.status, headers, body, resp.reason)
+
+
+def _respond_json(exchange: Exchange, resp: ResponseHead, doc: Any) -> None:
+    """A worker's answer with a re-encoded JSON body ``doc``."""
+    headers = [(k, v) for k, v in resp.headers if k.lower() not in _REENCODED]
+    headers.append(("Content-Type", "application/json"))
+    exchange.respond(resp.status, headers, json.dumps(doc, separators=(",", ":")).encode(), resp.reason)
+
+
 __all__ = ["Hub", "WorkerEndpoint"]
 
 
-class _FastPassthrough:
-    """One pass-through exchange answered from protocol callbacks (see :meth:`WorkerEndpoint.fast`)."""
+class _FastExchange:
+    """One exchange answered from protocol callbacks (see :meth:`WorkerEndpoint.fast`)."""
 
-    __slots__ = ("conn", "endpoint", "exchange", "path", "resp", "timer", "verb")
+    __slots__ = ("conn", "endpoint", "entry", "exchange", "path", "resp", "timer", "verb")
 
-    def __init__(self, endpoint: WorkerEndpoint, exchange: Exchange, conn: WorkerConnection, path: str, verb: str):
+    def __init__(
+        self,
+        endpoint: WorkerEndpoint,
+        exchange: Exchange,
+        conn: WorkerConnection,
+        path: str,
+        verb: str,
+        entry: Entry | None,
+    ) -> None:
         self.endpoint = endpoint
         self.exchange = exchange
         self.conn = conn
         self.path = path
         self.verb = verb
+        #: The policy of a transformed read; None for a pass-through.
+        self.entry = entry
         self.resp: ResponseHead | None = None
         self.timer: asyncio.TimerHandle | None = None
 
@@ -714,7 +792,8 @@ class _FastPassthrough:
         conn.requests += 1
         conn.on_event = self._event
         self.timer = conn.loop.call_later(READ_TIMEOUT, self._timeout)
-        conn.write(self.endpoint.upstream.head(head.method, head.target, head.headers))
+        upstream = self.endpoint.upstream
+        conn.write(upstream.head(head.method, head.target, head.headers, reencoded=self.entry is not None))
         if conn.eof:
             self._event()
 
@@ -726,6 +805,18 @@ class _FastPassthrough:
 
     def _event(self) -> None:
         """News from the worker: answer when the whole answer is here, hand over when it cannot be."""
+        try:
+            self._step()
+        except Exception:  # a bug: the client sees the exchange broken off, the sidecar goes on
+            log.exception("request handling failed", extra=fields(cluster=self.endpoint.cluster, path=self.path))
+            self._stop()
+            self.endpoint.upstream.release(self.conn, False)
+            self.endpoint._record(self.exchange, self.path, self.entry.name if self.entry else "", self.verb, 500)
+            client = self.exchange.conn
+            client.abort()
+            client.fast_done(self.exchange)
+
+    def _step(self) -> None:
         conn = self.conn
         buffer = conn.buffer
         end = buffer.find(b"\r\n\r\n")
@@ -749,14 +840,49 @@ class _FastPassthrough:
             if conn.eof:
                 self._hand_over()
             return
+        if self.entry is None:
+            self._stop()
+            data = conn.take(total)
+            head = client_head(resp)
+            self.exchange.send(data if head is resp.raw else head + data[end + 4 :])
+            self._done(resp, "", resp.status)
+        else:
+            self._transformed(resp, end + 4, total)
+
+    def _transformed(self, resp: ResponseHead, start: int, total: int) -> None:
+        """A policy kind's whole answer: rewritten here when nothing has to be waited for."""
+        entry, endpoint, exchange, conn = self.entry, self.endpoint, self.exchange, self.conn
+        assert entry is not None
+        body = bytes(conn.buffer[start:total])
+        if resp.status >= 300:
+            self._stop()
+            conn.take(total)
+            _relay_error(exchange, resp, body)
+            self._done(resp, entry.name, resp.status)
+            return
+        try:
+            doc = json.loads(body)
+            ready, doc = endpoint._rewrite_now(doc, entry, True)
+        except ValueError:
+            ready = False  # not JSON: the coroutine answers why
+        except StatusError as exc:
+            self._stop()
+            conn.take(total)
+            endpoint._refused(exchange, exc, entry.name, self.verb, self.path)
+            self._done(resp, entry.name, exc.code)
+            return
+        if not ready:
+            self._hand_over()
+            return
         self._stop()
-        data = conn.take(total)
-        head = client_head(resp)
-        exchange = self.exchange
-        exchange.send(data if head is resp.raw else head + data[end + 4 :])
-        endpoint = self.endpoint
-        endpoint.upstream.release(conn, not resp.close)
-        endpoint._record(exchange, self.path, "", self.verb, resp.status)
+        conn.take(total)
+        _respond_json(exchange, resp, doc)
+        self._done(resp, entry.name, resp.status)
+
+    def _done(self, resp: ResponseHead, policy: str, code: int) -> None:
+        endpoint, exchange = self.endpoint, self.exchange
+        endpoint.upstream.release(self.conn, not resp.close)
+        endpoint._record(exchange, self.path, policy, self.verb, code)
         exchange.conn.fast_done(exchange)
 
     def _hand_over(self) -> None:
@@ -770,12 +896,12 @@ class _FastPassthrough:
         endpoint, exchange = self.endpoint, self.exchange
         endpoint.upstream.release(self.conn, False)
         endpoint.hub.metrics.upstream_errors.labels(endpoint.cluster, "timeout").inc()
-        exchange.respond_status(
-            StatusError(
-                503,
-                f"mkpolicy sidecar: worker {endpoint.cluster} is unreachable: timeout: no answer "
-                f"within {READ_TIMEOUT:.0f}s",
-            )
+        exc = StatusError(
+            503,
+            f"mkpolicy sidecar: worker {endpoint.cluster} is unreachable: timeout: no answer within "
+            f"{READ_TIMEOUT:.0f}s",
         )
-        endpoint._record(exchange, self.path, "", self.verb, 503)
+        policy = self.entry.name if self.entry is not None else ""
+        endpoint._refused(exchange, exc, policy, self.verb, self.path)
+        endpoint._record(exchange, self.path, policy, self.verb, 503)
         exchange.conn.fast_done(exchange)

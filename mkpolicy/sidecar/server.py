@@ -107,15 +107,34 @@ class Sidecar:
         """Run policy work ``fn(*args)`` for the adapter ``key`` (inline when proven fast, else on a thread)."""
         return await self._evaluator.run(key, fn, *args)
 
-    def cached_manager_object(self, entry: Entry, namespace: str | None, name: str) -> dict[str, Any] | None:
-        """The manager's object from the watch cache only (None on a miss, or with manager.reads: direct)."""
+    def inline(self, key: object) -> bool:
+        """Whether policy work for the adapter ``key`` runs on the event loop now (proven fast)."""
+        return self._evaluator.inline(key)
+
+    def run_here(self, key: object, fn: Callable[..., T], *args: Any) -> T:
+        """Run policy work ``fn(*args)`` on the event loop (when :meth:`inline` says so)."""
+        return self._evaluator.run_here(key, fn, *args)
+
+    def cached_manager_object(
+        self, entry: Entry, namespace: str | None, name: str, *, count: bool = True
+    ) -> dict[str, Any] | None:
+        """The manager's object from the watch cache only (None on a miss, or with manager.reads: direct).
+
+        A hit is counted unless ``count`` is False (see :meth:`count_cache_hits`).
+        """
         cache = self._caches.get(entry.adapter.gvk)
         if cache is None or self.config.manager.reads == "direct":
             return None
         obj = cache.get(namespace if entry.info.namespaced else None, name)
-        if obj is not None:
+        if obj is not None and count:
             cache.count_hit()
         return obj
+
+    def count_cache_hits(self, entry: Entry, hits: int) -> None:
+        """Count reads served by the watch cache (found with ``count=False``)."""
+        cache = self._caches.get(entry.adapter.gvk)
+        if cache is not None:
+            cache.count_hit(hits)
 
     # -- information ------------------------------------------------------------------------------
     def port(self, worker: str) -> int:

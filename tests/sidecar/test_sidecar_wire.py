@@ -14,10 +14,13 @@ import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
+from sidecar_harness import DATA
 
+import mkpolicy
 from mkpolicy.kube.rest import RestConfig
 from mkpolicy.sidecar.endpoints import Credentials, load_or_create
 from mkpolicy.sidecar.http1 import ChunkedScanner, RequestHead, chunk, parse_request_head
@@ -150,9 +153,11 @@ class Wire:
 
 
 @contextlib.asynccontextmanager
-async def wire(script: Script, *, worker_port: int | None = None, fast: bool = True) -> AsyncIterator[Wire]:
+async def wire(
+    script: Script, *, worker_port: int | None = None, fast: bool = True, hub: StubHub | None = None
+) -> AsyncIterator[Wire]:
     worker = await FakeWorker(script).start()
-    hub = StubHub()
+    hub = hub or StubHub()
     upstream = Upstream("w", RestConfig(server=f"http://127.0.0.1:{worker_port or worker.port}", token="worker-token"))
     endpoint = WorkerEndpoint(hub, upstream)
     slow: list[str] = []
@@ -646,5 +651,166 @@ def test_client_gone_before_the_answer(fast: bool) -> None:
             assert await read_response(reader) == JSON_ANSWER
             assert w.worker.connections == 1
             assert w.metric("mkpolicy_sidecar_inflight_requests") == 0
+
+    asyncio.run(scenario())
+
+
+# -- transformed reads (policy kinds) on the wire ---------------------------------------------------
+FAILING_SYNC = """\
+apiVersion: mkpolicy.io/v1alpha1
+kind: FrameworkPolicy
+metadata: {name: failing-sync}
+spec:
+  framework: PipelineRun.v1.tekton.dev
+  sync:
+    patches:
+      - type: JSONPatch
+        jsonPatch:
+          expression: '[JSONPatch{op: "replace", path: "/status/does/not/exist", value: 1}]'
+"""
+
+
+class PolicyHub(StubHub):
+    """A hub with one policy, the manager's objects in a dict (the watch cache), a real evaluator."""
+
+    def __init__(self, policy: Any, managers: dict[str, dict[str, Any]]) -> None:
+        from mkpolicy.kube.client import ResourceInfo
+        from mkpolicy.sidecar.execution import Evaluator
+        from mkpolicy.sidecar.policies import Entry
+
+        super().__init__()
+        self.entry = Entry(policy, ResourceInfo("tekton.dev", "v1", "PipelineRun", "pipelineruns", True))
+        self.policies = PolicySet((self.entry,), "test")
+        self.managers = managers
+        self.cached = True
+        self.evaluator = Evaluator(1)
+        self.hits = 0
+        self.direct_reads = 0
+
+    async def manager_object(self, entry: Any, namespace: str | None, name: str) -> Any:
+        self.direct_reads += 1
+        return self.managers.get(name)
+
+    def cached_manager_object(self, entry: Any, namespace: str | None, name: str, *, count: bool = True) -> Any:
+        found = self.managers.get(name) if self.cached else None
+        if found is not None and count:
+            self.hits += 1
+        return found
+
+    def count_cache_hits(self, entry: Any, hits: int) -> None:
+        self.hits += hits
+
+    def inline(self, key: object) -> bool:
+        return self.evaluator.inline(key)
+
+    def run_here(self, key: object, fn: Callable[..., Any], *args: Any) -> Any:
+        return self.evaluator.run_here(key, fn, *args)
+
+    async def offload(self, key: object, fn: Callable[..., Any], *args: Any) -> Any:
+        return await self.evaluator.run(key, fn, *args)
+
+
+def pipelinerun(name: str, *, worker: bool) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": "team-a", "labels": {}, "annotations": {}}
+    obj: dict[str, Any] = {"apiVersion": "tekton.dev/v1", "kind": "PipelineRun", "metadata": meta,
+                           "spec": {"pipelineRef": {"name": "p"}}}
+    if worker:
+        meta["labels"]["kueue.x-k8s.io/multikueue-origin"] = "multikueue"
+        meta["annotations"]["kueue.x-k8s.io/prebuilt-workload-name"] = f"wl-{name}"
+        obj["status"] = {"conditions": [{"type": "Succeeded", "status": "True"}], "startTime": "t0",
+                         "provenance": {"x": 1}}
+    else:
+        obj["spec"]["managedBy"] = "kueue.x-k8s.io/multikueue"
+        obj["status"] = {"conditions": [{"type": "Succeeded", "status": "Unknown"}]}
+    return obj
+
+
+def json_answer(doc: Any, status: str = "200 OK") -> bytes:
+    body = json.dumps(doc).encode()
+    return (f"HTTP/1.1 {status}\r\nAudit-Id: a\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+
+def test_transformed_reads_the_same_either_way(fast: bool) -> None:
+    """GET and LIST of a policy kind: the policy's sync in the status, errors relayed, whichever path answers."""
+    policy = mkpolicy.compile(mkpolicy.load(str(DATA / "tekton-policy.yaml"))[0])
+    runs = {n: pipelinerun(n, worker=True) for n in ("a", "b")}
+    managers = {n: pipelinerun(n, worker=False) for n in ("a", "b")}
+    listing = {"apiVersion": "tekton.dev/v1", "kind": "PipelineRunList", "metadata": {"resourceVersion": "9"},
+               "items": list(runs.values())}
+    missing = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404, "reason": "NotFound"}
+
+    async def script(request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        name = request.head.target.rsplit("/", 1)[1]
+        if name in runs:
+            writer.write(json_answer(runs[name]))
+        elif name == "pipelineruns":
+            writer.write(json_answer(listing))
+        else:
+            writer.write(json_answer(missing, "404 Not Found"))
+
+    async def scenario() -> list[bytes]:
+        base = "/apis/tekton.dev/v1/namespaces/team-a/pipelineruns"
+        got = []
+        hub = PolicyHub(policy, managers)
+        async with wire(script, fast=fast, hub=hub) as w:
+            reader, writer = await w.connect()
+            for path in [f"{base}/a"] * 5 + [base, f"{base}/b", f"{base}/ghost"]:
+                writer.write(w.get(path, "Accept: application/vnd.kubernetes.protobuf, application/json"))
+                got.append(await read_response(reader))
+            # the manager object is not cached: read from the manager (the coroutine's way)
+            hub.cached = False
+            writer.write(w.get(f"{base}/a"))
+            got.append(await read_response(reader))
+            assert hub.direct_reads == 1
+            # JSON only upstream, whatever the client asked for
+            assert all(b"Accept: application/json\r\n" in r.raw_head for r in w.worker.requests)
+            assert all(b"protobuf" not in r.raw_head for r in w.worker.requests)
+            assert hub.hits == 5 + 2 + 1  # every cached manager object counted once
+            ok = w.metric("mkpolicy_sidecar_transforms_total", cluster="w", policy="test-pipelinerun",
+                          phase="sync", result="ok")
+            assert ok == 5 + 2 + 1 + 1
+            assert w.metric("mkpolicy_sidecar_requests_total", cluster="w", policy="test-pipelinerun", verb="get",
+                            code="200") == 7
+            assert w.metric("mkpolicy_sidecar_inflight_requests") == 0
+            if fast:  # after the policy's probation (3 evaluations), reads are answered from callbacks
+                assert w.slow.count(f"{base}/a") <= 4, w.slow
+        return got
+
+    answers = asyncio.run(scenario())
+    first = json.loads(answers[0].split(b"\r\n\r\n", 1)[1])
+    assert first["status"] == {"conditions": [{"type": "Succeeded", "status": "True"}], "startTime": "t0",
+                               "results": [{"name": "cluster", "value": "w"}]}
+    assert first["metadata"] == runs["a"]["metadata"] and first["spec"] == runs["a"]["spec"]
+    assert len(set(answers[:5])) == 1 and answers[-1] == answers[0]
+    listed = json.loads(answers[5].split(b"\r\n\r\n", 1)[1])
+    assert [i["status"]["results"] for i in listed["items"]] == [[{"name": "cluster", "value": "w"}]] * 2
+    assert listed["metadata"] == {"resourceVersion": "9"}
+    head = answers[0].split(b"\r\n\r\n", 1)[0]
+    assert b"Content-Type: application/json" in head and b"Audit-Id: a" in head
+    assert answers[7].startswith(b"HTTP/1.1 404 Not Found\r\n")
+    assert json.loads(answers[7].split(b"\r\n\r\n")[1]) == missing
+
+
+def test_transformed_read_refused_when_the_sync_fails(fast: bool, tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text(FAILING_SYNC)
+    policy = mkpolicy.compile(mkpolicy.load(str(tmp_path / "p.yaml"))[0])
+    run = pipelinerun("a", worker=True)
+
+    async def scenario() -> None:
+        hub = PolicyHub(policy, {"a": pipelinerun("a", worker=False)})
+        async with wire(replying(json_answer(run)), fast=fast, hub=hub) as w:
+            reader, writer = await w.connect()
+            for _ in range(5):  # through the probation and past it
+                writer.write(w.get("/apis/tekton.dev/v1/namespaces/team-a/pipelineruns/a"))
+                got = await read_response(reader)
+                assert got.startswith(b"HTTP/1.1 500 Internal Server Error\r\n"), got[:60]
+                status = json.loads(got.split(b"\r\n\r\n", 1)[1])
+                assert status["kind"] == "Status" and "status write-back refused" in status["message"]
+                assert "failing-sync" in status["message"]
+            assert w.metric("mkpolicy_sidecar_requests_total", cluster="w", policy="failing-sync", verb="get",
+                            code="500") == 5
+            assert w.metric("mkpolicy_sidecar_transform_errors_total", cluster="w", policy="failing-sync",
+                            phase="sync") == 5
 
     asyncio.run(scenario())
