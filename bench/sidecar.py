@@ -47,6 +47,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PR_PATH = "/apis/tekton.dev/v1/namespaces/bench/pipelineruns"
 ORIGIN = "kueue.x-k8s.io/multikueue-origin"
 PREBUILT = "kueue.x-k8s.io/prebuilt-workload-name"
+#: POSTs per side before the measured ones.
+POST_WARMUP = 10
 
 
 # -- the clusters (child process) ------------------------------------------------------------
@@ -140,6 +142,7 @@ def serve_floor(upstream: str, ca: str) -> None:
     from mkpolicy.kube.rest import load_pem_chain
 
     url = urlsplit(upstream)
+    host, port = url.hostname or "127.0.0.1", url.port or 443
     client_ctx = ssl.create_default_context(cadata=ca)
     own_ca = make_ca("floor-ca")
     pair = make_serving_cert(own_ca, ["127.0.0.1"], "floor")
@@ -172,7 +175,7 @@ def serve_floor(upstream: str, ca: str) -> None:
 
         async def connect(self) -> None:
             up, _ = await asyncio.get_running_loop().create_connection(
-                lambda: Up(self), url.hostname, url.port, ssl=client_ctx, server_hostname=url.hostname
+                lambda: Up(self), host, port, ssl=client_ctx, server_hostname=host
             )
             self.up = up
             for data in self.pending:
@@ -296,16 +299,20 @@ async def measure(
             results[key] = (cpu_seconds(pid) - before) / requests * 1000
         post_direct, post_sidecar = [], []
         post_cpu = 0.0
-        for i in range(1, posts + 1):
+        for i in range(1, POST_WARMUP + posts + 1):  # the first ones warm up (the policy's probation, caches)
             body = manager_run(i)
             body["spec"].pop("managedBy")
             body["metadata"].setdefault("labels", {})[ORIGIN] = "multikueue"
             body["metadata"].setdefault("annotations", {})[PREBUILT] = f"wl-{i}"
             before = cpu_seconds(pid)
-            post_sidecar.append(await timed(session, sidecar, "POST", PR_PATH, body))
-            post_cpu += cpu_seconds(pid) - before
+            through = await timed(session, sidecar, "POST", PR_PATH, body)
+            cpu = cpu_seconds(pid) - before
             body["metadata"]["name"] += "-direct"
-            post_direct.append(await timed(session, direct, "POST", PR_PATH, body))
+            straight = await timed(session, direct, "POST", PR_PATH, body)
+            if i > POST_WARMUP:
+                post_sidecar.append(through)
+                post_direct.append(straight)
+                post_cpu += cpu
         results["post_direct"] = {"p50": pct(post_direct, 0.5), "p99": pct(post_direct, 0.99)}
         results["post_sidecar"] = {"p50": pct(post_sidecar, 0.5), "p99": pct(post_sidecar, 0.99)}
         results["cpu_post_ms"] = post_cpu / posts * 1000
@@ -340,6 +347,9 @@ def main() -> int:
         "--worker-latency-ms", type=float, default=2.0, help="how much later the worker answers the 'slow' GET"
     )
     parser.add_argument("--no-floor", action="store_true", help="leave out the floor relay")
+    parser.add_argument(
+        "--load", type=int, default=0, metavar="N", help="N busy processes competing for the CPUs while measuring"
+    )
     parser.add_argument("--objects", type=int, default=10_000, help="manager PipelineRuns (cached by the sidecar)")
     parser.add_argument("--events", type=int, default=5000, help="watch events to replay")
     parser.add_argument("--posts", type=int, default=300, help="POSTs per side")
@@ -348,6 +358,8 @@ def main() -> int:
     parser.add_argument("--serve-clusters", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--serve-floor", nargs=2, metavar=("URL", "CA"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.posts + POST_WARMUP >= args.objects:
+        parser.error(f"--posts must stay below --objects - {POST_WARMUP} (each POST copies a manager object)")
     if args.serve_clusters:
         serve_clusters(args.objects, args.events, args.worker_latency_ms)
         return 0
@@ -442,9 +454,16 @@ def main() -> int:
             assert floor_proc.stdout is not None
             floor_info = json.loads(floor_proc.stdout.readline())
             floor = Side(floor_info["url"], worker["token"], floor_info["ca"])
-        results = asyncio.run(
-            measure(info, side, floor, args.requests, args.rounds, args.posts, args.events, sidecar_proc.pid)
-        )
+        # other work on the machine, the same for both sides (--load): plain busy loops
+        hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.load)]
+        try:
+            results = asyncio.run(
+                measure(info, side, floor, args.requests, args.rounds, args.posts, args.events, sidecar_proc.pid)
+            )
+        finally:
+            for hog in hogs:
+                hog.kill()
+                hog.wait()
         with urllib.request.urlopen(f"http://127.0.0.1:{ops}/metrics", timeout=5) as resp:
             metrics = resp.read().decode()
         results["manager_reads"] = {
@@ -453,6 +472,8 @@ def main() -> int:
             if line.startswith("mkpolicy_sidecar_manager_reads_total{")
         }
         results.update(
+            loadavg=os.getloadavg()[0],
+            load=args.load,
             latency_ms=args.worker_latency_ms,
             objects=args.objects,
             seeded_s=seeded,
@@ -568,7 +589,10 @@ def main() -> int:
     for name, d, s, ratio_text, goal, ok in rows:
         mark = "" if ok is None else ("  ok" if ok else "  MISSED")
         print(f"{name:32} {d:>12} {s:>12} {ratio_text:>10}  {goal}{mark}")
-    print(f"manager reads by the sidecar: {r['manager_reads']}")
+    print(
+        f"manager reads by the sidecar: {r['manager_reads']}; busy processes beside: {r['load']}; "
+        f"load average {r['loadavg']:.1f} on {os.cpu_count()} CPUs"
+    )
     print(
         f"sidecar CPU: pass-through GET {r['cpu_passthrough_ms']:.2f} ms, transformed GET "
         f"{r['cpu_transformed_get_ms']:.2f} ms, POST {r['cpu_post_ms']:.2f} ms, watch event "
