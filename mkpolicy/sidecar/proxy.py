@@ -102,14 +102,14 @@ class Hub(Protocol):
     def count_cache_hits(self, entry: Entry, hits: int) -> None:
         """Count reads served by the watch cache (found with ``count=False``)."""
 
-    def inline(self, key: object) -> bool:
-        """Whether policy work for the adapter ``key`` runs on the event loop now (proven fast)."""
+    def inline(self, key: object, items: int = 1) -> bool:
+        """Whether policy work on ``items`` objects for the adapter ``key`` runs on the event loop now."""
 
-    def run_here(self, key: object, fn: Callable[..., T], *args: Any) -> T:
+    def run_here(self, key: object, fn: Callable[..., T], *args: Any, items: int = 1) -> T:
         """Run policy work on the event loop (when :meth:`inline` says so)."""
 
-    async def offload(self, key: object, fn: Callable[..., T], *args: Any) -> T:
-        """Run policy work for the adapter ``key`` (off the event loop unless proven fast)."""
+    async def offload(self, key: object, fn: Callable[..., T], *args: Any, items: int = 1) -> T:
+        """Run policy work on ``items`` objects for the adapter ``key`` (off the event loop unless proven fast)."""
 
 
 def _watch_query(query: str) -> dict[str, str]:
@@ -495,7 +495,7 @@ class WorkerEndpoint:
         if objects is None:
             return True, doc
         adapter = entry.adapter
-        if not self.hub.inline(adapter):
+        if not self.hub.inline(adapter, len(objects)):
             return False, None
         managers: list[Any] = []
         for obj in objects:
@@ -509,7 +509,15 @@ class WorkerEndpoint:
         if managers:
             self.hub.count_cache_hits(entry, len(managers))
         results = self.hub.run_here(
-            adapter, rewrite_batch, adapter, objects, managers, self.cluster, self.hub.origin, strict
+            adapter,
+            rewrite_batch,
+            adapter,
+            objects,
+            managers,
+            self.cluster,
+            self.hub.origin,
+            strict,
+            items=len(objects),
         )
         return True, _with_results(doc, objects, self._results(entry, "sync", results))
 
@@ -678,7 +686,15 @@ class WorkerEndpoint:
             if isinstance(manager, StatusError) and strict:
                 raise manager
         results = await self.hub.offload(
-            entry.adapter, rewrite_batch, entry.adapter, objects, managers, self.cluster, self.hub.origin, strict
+            entry.adapter,
+            rewrite_batch,
+            entry.adapter,
+            objects,
+            managers,
+            self.cluster,
+            self.hub.origin,
+            strict,
+            items=len(objects),
         )
         return self._results(entry, phase, results)
 

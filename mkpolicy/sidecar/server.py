@@ -103,17 +103,17 @@ class Sidecar:
         direct = self.config.manager.reads == "direct"
         return await cache.lookup(namespace if entry.info.namespaced else None, name, direct=direct)
 
-    async def offload(self, key: object, fn: Callable[..., T], *args: Any) -> T:
-        """Run policy work ``fn(*args)`` for the adapter ``key`` (inline when proven fast, else on a thread)."""
-        return await self._evaluator.run(key, fn, *args)
+    async def offload(self, key: object, fn: Callable[..., T], *args: Any, items: int = 1) -> T:
+        """Run policy work ``fn(*args)`` on ``items`` objects for the adapter ``key`` (inline when proven fast)."""
+        return await self._evaluator.run(key, fn, *args, items=items)
 
-    def inline(self, key: object) -> bool:
-        """Whether policy work for the adapter ``key`` runs on the event loop now (proven fast)."""
-        return self._evaluator.inline(key)
+    def inline(self, key: object, items: int = 1) -> bool:
+        """Whether policy work on ``items`` objects for the adapter ``key`` runs on the event loop now."""
+        return self._evaluator.inline(key, items)
 
-    def run_here(self, key: object, fn: Callable[..., T], *args: Any) -> T:
+    def run_here(self, key: object, fn: Callable[..., T], *args: Any, items: int = 1) -> T:
         """Run policy work ``fn(*args)`` on the event loop (when :meth:`inline` says so)."""
-        return self._evaluator.run_here(key, fn, *args)
+        return self._evaluator.run_here(key, fn, *args, items=items)
 
     def cached_manager_object(
         self, entry: Entry, namespace: str | None, name: str, *, count: bool = True

@@ -122,7 +122,7 @@ class StubHub:
     def cached_manager_object(self, *args: Any) -> Any:
         raise AssertionError("no policy kinds here")
 
-    async def offload(self, key: object, fn: Callable[..., Any], *args: Any) -> Any:
+    async def offload(self, key: object, fn: Callable[..., Any], *args: Any, items: int = 1) -> Any:
         return fn(*args)
 
 
@@ -700,14 +700,14 @@ class PolicyHub(StubHub):
     def count_cache_hits(self, entry: Any, hits: int) -> None:
         self.hits += hits
 
-    def inline(self, key: object) -> bool:
-        return self.evaluator.inline(key)
+    def inline(self, key: object, items: int = 1) -> bool:
+        return self.evaluator.inline(key, items)
 
-    def run_here(self, key: object, fn: Callable[..., Any], *args: Any) -> Any:
-        return self.evaluator.run_here(key, fn, *args)
+    def run_here(self, key: object, fn: Callable[..., Any], *args: Any, items: int = 1) -> Any:
+        return self.evaluator.run_here(key, fn, *args, items=items)
 
-    async def offload(self, key: object, fn: Callable[..., Any], *args: Any) -> Any:
-        return await self.evaluator.run(key, fn, *args)
+    async def offload(self, key: object, fn: Callable[..., Any], *args: Any, items: int = 1) -> Any:
+        return await self.evaluator.run(key, fn, *args, items=items)
 
 
 def pipelinerun(name: str, *, worker: bool) -> dict[str, Any]:
