@@ -34,8 +34,9 @@ from mkpolicy.sidecar.status import StatusError
 
 log = logging.getLogger("mkpolicy.sidecar.listener")
 
-#: Seconds an idle keep-alive connection is kept open.
-IDLE_TIMEOUT = 90.0
+#: Seconds an idle keep-alive connection is kept open: longer than client-go's 90 s, so that
+#: the client closes first (no request races our close).
+IDLE_TIMEOUT = 120.0
 #: Seconds to wait for the next byte of a request head or body.
 READ_TIMEOUT = 60.0
 #: An unread request body up to this size is read and dropped to keep the connection.

@@ -223,9 +223,9 @@ class Upstream:
                 return
 
     async def close(self) -> None:
-        """Close every idle connection (busy ones close when their exchange ends)."""
+        """Close every connection (after the endpoints drained: what is left has no client any more)."""
         self._closed = True
-        idle, self._idle = self._idle, []
-        for conn in idle:
+        self._idle = []
+        for conn in list(self.connections):
             conn.abort()
         await asyncio.sleep(0)
