@@ -147,6 +147,18 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     ]
 
 
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    target = target_config()
+    if target is None:
+        return
+    reasons = [str(getattr(r, "longrepr", ("", "", ""))[2]) for r in terminalreporter.stats.get("skipped", [])
+               if isinstance(getattr(r, "longrepr", None), tuple)]  # fmt: skip
+    loopback = sum(1 for reason in reasons if "loopback only:" in reason)
+    terminalreporter.write_sep("-", "mkpolicy end-to-end target: real clusters")
+    terminalreporter.write_line(target.describe())
+    terminalreporter.write_line(f"{loopback} test(s) skipped as loopback only (-rs lists them with the reasons)")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if target_config() is None:
         return
