@@ -655,14 +655,16 @@ def connect(config: TargetConfig, roles: Sequence[str] | None = None) -> dict[st
         for role in wanted:
             conn = Connection(config.cluster(role))
             conns[role] = conn
-            for path, what in (("/version", "reach"), ("/api", "authenticate to")):
+            for path in ("/version", "/api"):
                 try:
                     conn.http.request("GET", path, timeout=15)
                 except ApiError as exc:
-                    hint = " (check the credentials of the context)" if exc.code in (401, 403) else ""
-                    raise TargetError(f"cannot {what} {conn.describe()}: {exc.code} {exc.message}{hint}") from None
+                    if exc.code in (401, 403):
+                        raise TargetError(f"cannot authenticate to {conn.describe()}: {exc.code} {exc.message} "
+                                          "(check the credentials of the context)") from None  # fmt: skip
+                    raise TargetError(f"{conn.describe()} answered GET {path} with {exc.code} {exc.message}") from None
                 except Exception as exc:  # urllib3 / ssl / socket errors
-                    raise TargetError(f"cannot {what} {conn.describe()}: {_reason(exc)}") from None
+                    raise TargetError(f"cannot reach {conn.describe()}: {_reason(exc)}") from None
         seen: dict[str, str] = {}
         for role, conn in conns.items():
             ident = conn.identity()
