@@ -31,9 +31,9 @@ the test and deleted after it. Then:
 - tests using ``apiserver_factory`` are skipped (it starts loopback servers);
 - tests using ``multikueue_clusters`` are skipped when no workers are given;
 - a configuration that cannot be used (variables, kubeconfig, context not allowed by
-  ``MKPOLICY_E2E_ALLOWED_CONTEXTS``) stops pytest before any test runs, and a cluster
-  that cannot be used (unreachable, credentials refused, CRDs missing) stops it at the
-  first test that needs it: a run never passes by skipping what it was asked to test.
+  ``MKPOLICY_E2E_ALLOWED_CONTEXTS``) is a usage error, and a cluster that cannot be used
+  (unreachable, credentials refused, the same cluster twice, CRDs missing) stops the run
+  before the first test: a run never passes by skipping what it was asked to test.
 
 Example::
 
@@ -135,6 +135,19 @@ def pytest_configure(config: pytest.Config) -> None:
         target_config()
     except TargetError as exc:
         raise pytest.UsageError(f"mkpolicy end-to-end target: {exc}") from None
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Contact and validate the configured clusters before the first test (not for --collect-only)."""
+    from mkpolicy.testing.targets import connections
+
+    config = target_config()
+    if config is None or session.config.option.collectonly:
+        return
+    try:
+        connections(config)
+    except TargetError as exc:
+        _stop(str(exc))
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

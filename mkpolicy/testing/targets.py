@@ -704,24 +704,24 @@ def _reason(exc: BaseException) -> str:
     return str(inner if isinstance(inner, BaseException) else exc) or type(exc).__name__
 
 
-_CONNECTED: dict[tuple[TargetConfig, tuple[str, ...]], dict[str, Connection]] = {}
+_CONNECTED: dict[TargetConfig, dict[str, Connection]] = {}
 _CONNECT_LOCK = threading.Lock()
 
 
-def connections(config: TargetConfig, roles: Sequence[str]) -> dict[str, Connection]:
-    """:func:`connect`, once per process for the same configuration and roles."""
-    key = (config, tuple(roles))
+def connections(config: TargetConfig) -> dict[str, Connection]:
+    """:func:`connect` to every cluster of ``config``, once per process."""
     with _CONNECT_LOCK:
-        if key not in _CONNECTED:
-            _CONNECTED[key] = connect(config, roles)
-        return _CONNECTED[key]
+        if config not in _CONNECTED:
+            _CONNECTED[config] = connect(config)
+        return _CONNECTED[config]
 
 
 @contextlib.contextmanager
 def real_clusters(config: TargetConfig, roles: Sequence[str], *, test: str = "") -> Iterator[dict[str, RealCluster]]:
     """One new namespace, the same name on every cluster of ``roles``; :class:`RealCluster` views
     bound to it; the namespace deleted afterwards (kept with ``MKPOLICY_E2E_KEEP_NAMESPACES=1``)."""
-    conns = connections(config, roles)
+    every = connections(config)
+    conns = {role: every[role] for role in roles}
     name = new_namespace_name(config.namespace_prefix)
     created: list[Connection] = []
     try:

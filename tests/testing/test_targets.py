@@ -17,6 +17,7 @@ import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import kubernetes
@@ -369,8 +370,12 @@ def test_pytest_plumbing(tmp_path: Path, dressed: dict[str, ApiServer], monkeypa
         fixtures.real_cluster_targets(ROLES),
     ):
         pass
-    # a configured cluster that cannot be used stops the run at the first test that needs it
+    # a configured cluster that cannot be used stops the run before the first test, or at a test
     dressed["manager"].faults.unreachable()
+
+    session = SimpleNamespace(config=SimpleNamespace(option=SimpleNamespace(collectonly=False)))
+    with pytest.raises(pytest.exit.Exception, match=r"^mkpolicy end-to-end target: cannot reach manager \(context"):
+        fixtures.pytest_sessionstart(session)  # type: ignore[arg-type]
     with (
         pytest.raises(pytest.exit.Exception, match="mkpolicy end-to-end target: cannot reach manager"),
         fixtures.real_cluster_targets(("manager",)),
