@@ -307,7 +307,10 @@ def _cluster_spec(role: str, path: str, context: str | None, allowed: Sequence[s
             "create and delete namespaces on every cluster they are given, so each context must be allowed explicitly",
             Location(path),
         )
-    flat = flatten_kubeconfig(raw, str(name), base_dir=os.path.dirname(os.path.abspath(path)), source=path)
+    try:
+        flat = flatten_kubeconfig(raw, str(name), base_dir=os.path.dirname(os.path.abspath(path)), source=path)
+    except TargetError as exc:
+        raise TargetError(f"{var}: {exc.message}", exc.location) from None
     problems = kueue_violations(flat)
     if problems:
         raise TargetError(
@@ -408,10 +411,8 @@ class _Http:
         self._timeout = timeout
         self._ssl: ssl.SSLContext | None = rest.ssl_context()
         options: dict[str, Any] = {"retries": False, "maxsize": 8}
-        if self._ssl is not None:
+        if self._ssl is not None:  # (insecure-skip-tls-verify never gets here: Kueue's rules refuse it)
             options["ssl_context"] = self._ssl
-            if rest.insecure:
-                options["assert_hostname"] = False
             if rest.tls_server_name:
                 options["server_hostname"] = rest.tls_server_name
         self.pool: urllib3.PoolManager = urllib3.PoolManager(**options)
@@ -570,7 +571,7 @@ class Connection:
         return required.plural in names and (not required.status or f"{required.plural}/status" in names)
 
     def install_crd(self, required: RequiredResource, timeout: float = 60.0) -> None:
-        """Create the bundled CRD for ``required`` (if absent) and wait until it is served.
+        """Create the bundled CRD for ``required`` and wait until it is served (an existing one is never replaced).
 
         A conversion webhook the CRD declares (Tekton's) is dropped: there is no webhook
         to call, and the tests use the storage version only.
@@ -585,8 +586,12 @@ class Connection:
         try:
             self.http.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body=crd)
         except ApiError as exc:
-            if exc.code != 409:
-                raise TargetError(f"{self.describe()}: cannot install CRD {required.crd_name}: {exc}") from None
+            if exc.code == 409:
+                raise TargetError(
+                    f"{self.describe()}: CRD {required.crd_name} exists but does not serve {required.group}/"
+                    f"{required.version} {required.plural} with a status subresource; it is left alone"
+                ) from None
+            raise TargetError(f"{self.describe()}: cannot install CRD {required.crd_name}: {exc}") from None
         deadline = time.monotonic() + timeout
         while not self.serves(required):
             if time.monotonic() > deadline:

@@ -11,6 +11,7 @@ namespaces only.
 from __future__ import annotations
 
 import base64
+import copy
 import os
 import subprocess
 import sys
@@ -104,13 +105,13 @@ def test_no_kubeconfig_variables_means_the_loopback_server() -> None:
         ({kubeconfig_var("manager"): "{tmp}/absent", ENV_ALLOWED: "*"},
          "MKPOLICY_E2E_MANAGER_KUBECONFIG: cannot read kubeconfig: No such file or directory"),
         ({kubeconfig_var("manager"): "{kc}", context_var("manager"): "nope", ENV_ALLOWED: "*"},
-         "context 'nope' is not defined"),
+         "MKPOLICY_E2E_MANAGER_KUBECONFIG: context 'nope' is not defined"),
         ({kubeconfig_var("manager"): "{kc}", ENV_ALLOWED: "*", ENV_INSTALL_CRDS: "maybe"},
          "MKPOLICY_E2E_INSTALL_CRDS='maybe': expected 1/true/yes or 0/false/no"),
         ({kubeconfig_var("manager"): "{kc}", ENV_ALLOWED: "*", ENV_NAMESPACE_PREFIX: "Team_A"},
          "MKPOLICY_E2E_NAMESPACE_PREFIX='Team_A': expected a DNS-1123 label"),
         ({kubeconfig_var("manager"): "{exec}", ENV_ALLOWED: "*"},
-         "context 'kind-manager': exec credential plugins are not supported"),
+         "MKPOLICY_E2E_MANAGER_KUBECONFIG: context 'kind-manager': exec credential plugins are not supported"),
         ({kubeconfig_var("manager"): "{http}", ENV_ALLOWED: "*"},
          "MKPOLICY_E2E_MANAGER_KUBECONFIG: context 'kind-manager' breaks Kueue's MultiKueue kubeconfig rules, which "
          "the sidecar applies to it: cluster 'kind-manager': server 'http://127.0.0.1:8080' must use https"),
@@ -232,6 +233,22 @@ def test_missing_crds_are_an_error_or_installed(tmp_path: Path, dressed: dict[st
         crd = dressed[role].get("apiextensions.k8s.io/v1", "CustomResourceDefinition", "pipelineruns.tekton.dev")
         assert "conversion" not in crd["spec"] or crd["spec"]["conversion"].get("strategy") != "Webhook"
         assert dressed[role].list(*PR, namespace="default") == []
+
+
+def test_an_existing_crd_is_never_replaced(tmp_path: Path, dressed: dict[str, ApiServer]) -> None:
+    from mkpolicy.testing.apiserver import bundled_crds
+
+    crd = copy.deepcopy(bundled_crds("pipelineruns.tekton.dev")[0])
+    for version in crd["spec"]["versions"]:
+        version.pop("subresources", None)  # an old or odd PipelineRun CRD: no status subresource
+    dressed["worker2"].register_crd(crd)
+    before = dressed["worker2"].resource_version
+    config = TargetConfig.from_env(env_for(tmp_path, dressed, **{ENV_INSTALL_CRDS: "1"}))
+    assert config is not None
+    with pytest.raises(TargetError, match=r"worker2 .*: CRD pipelineruns.tekton.dev exists but does not serve .* "
+                                          r"with a status subresource; it is left alone"):  # fmt: skip
+        connect(config)
+    assert dressed["worker2"].resource_version == before
 
 
 def test_namespace_lifecycle(tmp_path: Path, dressed: dict[str, ApiServer]) -> None:
