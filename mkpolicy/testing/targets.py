@@ -622,20 +622,25 @@ class Connection:
         self._created.add(name)
 
     def delete_namespace(self, name: str) -> None:
-        """Delete the test namespace ``name`` (Background; its content goes with it, eventually)."""
+        """Delete the test namespace ``name``: its :data:`REQUIRED_RESOURCES` objects at once, the rest with it.
+
+        A namespace terminates in the background, within seconds; the PipelineRuns go first
+        so that the cluster-wide watches of the next test (the sidecar's manager cache,
+        Kueue's worker watch) do not see them disappear.
+        """
         from mkpolicy.testing.apiserver import ApiError
 
         if name not in self._created:
             raise UnsafeRequestError(f"refusing to delete namespace {name!r}: {self.describe()} did not create it")
-        try:
-            self.http.request(
-                "DELETE",
-                f"/api/v1/namespaces/{quote(name, safe='')}",
-                body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"},
-            )
-        except ApiError as exc:
-            if exc.code != 404:
-                raise TargetError(f"{self.describe()}: cannot delete the test namespace {name}: {exc}") from None
+        background = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        ns = quote(name, safe="")
+        paths = [f"/apis/{r.group}/{r.version}/namespaces/{ns}/{r.plural}" for r in REQUIRED_RESOURCES]
+        for path in [*paths, f"/api/v1/namespaces/{ns}"]:
+            try:
+                self.http.request("DELETE", path, body=background)
+            except ApiError as exc:
+                if exc.code != 404:
+                    raise TargetError(f"{self.describe()}: cannot delete the test namespace {name}: {exc}") from None
         self._created.discard(name)
 
 

@@ -267,6 +267,10 @@ def test_namespace_lifecycle(tmp_path: Path, dressed: dict[str, ApiServer]) -> N
     for srv in dressed.values():
         assert ns not in [n["metadata"]["name"] for n in srv.list("v1", "Namespace")]
         assert srv.list(*PR) == []  # the content went with the namespace
+        # the PipelineRuns first (cluster-wide watches of the next test must not see them go), then the namespace
+        gone = [e.rv for e in srv.store.collections[("tekton.dev", "pipelineruns")].history if e.type == "DELETED"]
+        added, deletion, *_ = [e for e in srv.store.collections[("", "namespaces")].history if e.key == ("", ns)]
+        assert added.type == "ADDED" and len(gone) == 1 and gone[0] < deletion.rv
     # a failing test still loses its namespace; the next one gets another name
     with pytest.raises(RuntimeError, match="test failed"), real_clusters(config, ("manager",)) as real:
         second = real["manager"].namespace
