@@ -49,10 +49,11 @@ class LazyMap(Mapping[str, Any]):
 
     __slots__ = ("_cache", "_compute", "_names")
 
-    def __init__(self, names: list[str], compute: Callable[[str], Any]) -> None:
+    def __init__(self, names: list[str], compute: Callable[[str], Any], cache: dict[str, Any] | None = None) -> None:
+        """``cache`` holds entries known in advance (it is used, not copied)."""
         self._names = names
         self._compute = compute
-        self._cache: dict[str, Any] = {}
+        self._cache: dict[str, Any] = {} if cache is None else cache
 
     def __getitem__(self, key: str) -> Any:
         try:

@@ -19,7 +19,7 @@ from mkpolicy.cel import Environment
 from mkpolicy.cel.ast import Ident
 from mkpolicy.cel.values import Timestamp
 from mkpolicy.engine.context import Context
-from mkpolicy.engine.expressions import POLICY_VARIABLES, Locator, PolicyExpression, lazy_variables
+from mkpolicy.engine.expressions import POLICY_VARIABLES, Locator, PolicyExpression, Variables, VariableScope
 from mkpolicy.engine.generic import (
     FORBIDDEN_METADATA,
     ORIGIN_LABEL,
@@ -90,22 +90,24 @@ class Adapter:
             )
             for i, mc in enumerate(spec.match_conditions)
         ]
-        self.variables = [
-            (
-                v.name,
-                PolicyExpression(
-                    v.expression,
-                    ("spec", "variables", i, "expression"),
-                    f"policy {policy.name}: variable {v.name!r}",
-                    locator,
-                    env,
-                ),
-            )
-            for i, v in enumerate(spec.variables)
-        ]
+        self.variables = Variables(
+            [
+                (
+                    v.name,
+                    PolicyExpression(
+                        v.expression,
+                        ("spec", "variables", i, "expression"),
+                        f"policy {policy.name}: variable {v.name!r}",
+                        locator,
+                        env,
+                    ),
+                )
+                for i, v in enumerate(spec.variables)
+            ]
+        )
         self.creation = _mutations(policy, "creation", spec.creation.patches, locator, env)
         self.sync_patches = _mutations(policy, "sync", spec.sync.patches, locator, env)
-        expressions = [e for _, e in self.match_conditions + self.variables]
+        expressions = [e for _, e in self.match_conditions] + list(self.variables.by_name.values())
         expressions += [m.expression for m in self.creation + self.sync_patches]
         self._uses_now = any(
             isinstance(node, Ident) and node.name == "now" for e in expressions for node in e.ast.walk()
@@ -138,7 +140,7 @@ class Adapter:
                 return False, f"Expecting {dotted} to be {want} not {got}"
         if self.match_conditions:
             ctx = ctx or Context()
-            bindings = self._bindings(dict(obj), dict(obj), None, ctx, self._now(ctx))
+            bindings, _ = self._bindings(dict(obj), dict(obj), None, ctx, self._now(ctx))
             for name, expr in self.match_conditions:
                 try:
                     result = expr.evaluate(bindings)
@@ -210,16 +212,19 @@ class Adapter:
         check: Callable[[Any, dict[str, Any]], str | None] | None,
     ) -> dict[str, Any]:
         """Apply ``mutations`` in order; ``check`` (new, old) names an invariant broken."""
-        bindings = self._bindings(target, manager, worker, ctx, now)
+        bindings, scope = self._bindings(target, manager, worker, ctx, now)
+        schema = self.schema
         for mutation in mutations:
-            bindings["object"] = target
-            if self.variables:
-                bindings["variables"] = lazy_variables(self.variables, bindings)
+            if bindings["object"] is not target:
+                # Patches never modify their input: a new object is a new version.
+                bindings["object"] = target
+                bindings["variables"] = scope.refresh()
             try:
-                new = mutation.apply(target, bindings, self.schema)
-                violation = check(new, target) if check is not None else None
-                if violation is not None:
-                    raise PatchError(f"the patch breaks an invariant: {violation}", mutation.expression.location())
+                new = mutation.apply(target, bindings, schema)
+                if check is not None:
+                    violation = check(new, target)
+                    if violation is not None:
+                        raise PatchError(f"the patch breaks an invariant: {violation}", mutation.expression.location())
             except (CelError, PatchError) as exc:
                 if self.fail:
                     raise
@@ -336,7 +341,7 @@ class Adapter:
         worker: dict[str, Any] | None,
         ctx: Context,
         now: Timestamp | None,
-    ) -> dict[str, Any]:
+    ) -> tuple[dict[str, Any], VariableScope]:
         bindings: dict[str, Any] = {
             "object": target,
             "managerObject": manager,
@@ -348,8 +353,9 @@ class Adapter:
             "now": now,
             "params": self.params,
         }
-        bindings["variables"] = lazy_variables(self.variables, bindings)
-        return bindings
+        scope = self.variables.scope(bindings)
+        bindings["variables"] = scope.map
+        return bindings, scope
 
     def _record(self, skipped: list[MkpolicyError], ignored: list[MkpolicyError] | None) -> None:
         """Count and log patches skipped under ``failurePolicy: Ignore`` (never silently)."""

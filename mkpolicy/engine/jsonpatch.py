@@ -77,24 +77,36 @@ class _Cheap(jsonpatch.PatchOperation):
     operation: dict[str, Any]
     pointer: jsonpointer.JsonPointer
     location: str
+    pointer_cls = jsonpointer.JsonPointer
+    #: Whether the operation writes into the container of its target (add, remove, replace).
+    writes = False
 
     def __init__(self, operation: dict[str, Any]) -> None:
-        self.pointer_cls = jsonpointer.JsonPointer
         self.location = operation["path"]
         self.pointer = _pointer(self.location)
         self.operation = operation
 
-
-class _Add(_Cheap, jsonpatch.AddOperation):
     def apply(self, obj: Any) -> Any:
         container, token = _parent(self, obj)
+        self.apply_at(container, token)
+        return obj
+
+    def apply_at(self, container: Any, token: str) -> None:
+        """Apply to ``container``, the parent of the target, whose member is ``token``."""
+        raise NotImplementedError
+
+
+class _Add(_Cheap, jsonpatch.AddOperation):
+    writes = True
+
+    def apply_at(self, container: Any, token: str) -> None:
         value = self.operation.get("value")
         if isinstance(container, dict):
             container[token] = value
         elif isinstance(container, list):
             if token == "-":
                 container.append(value)
-                return obj
+                return
             i = _index(token, self.location, allow_negative=True)
             size = len(container) + 1
             if i >= size or i < -size:
@@ -102,12 +114,12 @@ class _Add(_Cheap, jsonpatch.AddOperation):
             container.insert(i + size if i < 0 else i, value)
         else:
             raise PatchError(f"cannot add {self.location!r}: the parent is not an object or array")
-        return obj
 
 
 class _Remove(_Cheap, jsonpatch.RemoveOperation):
-    def apply(self, obj: Any) -> Any:
-        container, token = _parent(self, obj)
+    writes = True
+
+    def apply_at(self, container: Any, token: str) -> None:
         if isinstance(container, dict):
             if token not in container:
                 raise PatchError(f"cannot remove {self.location!r}: the member does not exist")
@@ -119,12 +131,12 @@ class _Remove(_Cheap, jsonpatch.RemoveOperation):
             del container[i]
         else:
             raise PatchError(f"cannot remove {self.location!r}: the parent is not an object or array")
-        return obj
 
 
 class _Replace(_Cheap, jsonpatch.ReplaceOperation):
-    def apply(self, obj: Any) -> Any:
-        container, token = _parent(self, obj)
+    writes = True
+
+    def apply_at(self, container: Any, token: str) -> None:
         value = self.operation.get("value")
         if isinstance(container, dict):
             container[token] = value  # Kubernetes: a missing member is added
@@ -135,7 +147,6 @@ class _Replace(_Cheap, jsonpatch.ReplaceOperation):
             container[i] = value
         else:
             raise PatchError(f"cannot replace {self.location!r}: the parent is not an object or array")
-        return obj
 
 
 class _Test(_Cheap, jsonpatch.TestOperation):
@@ -220,6 +231,38 @@ def _pointer(path: str) -> jsonpointer.JsonPointer:
     return jsonpointer.JsonPointer(path)
 
 
+def _writable_parent(op: _Cheap, doc: Any, fresh: set[int]) -> tuple[Any, str]:
+    """:func:`_parent` for an operation that writes: the containers along the path
+    become private copies on the way (copy-on-write; ``fresh`` as for :func:`_thaw`)."""
+    parts = op.pointer.parts
+    cur = doc
+    for k in range(len(parts) - 1):
+        part = parts[k]
+        if isinstance(cur, dict):
+            if part not in cur:
+                raise PatchError(f"missing path: {op.location!r} (no member {part!r})")
+            key: Any = part
+        elif isinstance(cur, list):
+            if not part.isdigit() or (len(part) > 1 and part[0] == "0") or int(part) >= len(cur):
+                raise PatchError(f"missing path: {op.location!r} (no array element {part!r})")
+            key = int(part)
+        else:
+            raise PatchError(f"missing path: {op.location!r} ({part!r} is inside a scalar)")
+        child = cur[key]
+        if id(child) not in fresh:
+            if isinstance(child, dict):
+                child = dict(child)
+            elif isinstance(child, list):
+                child = list(child)
+            else:
+                cur = child
+                continue
+            fresh.add(id(child))
+            cur[key] = child
+        cur = child
+    return cur, parts[-1]
+
+
 def _thaw(doc: Any, parents: list[str], fresh: set[int]) -> None:
     """Make the containers along ``parents`` private copies so they can be modified.
 
@@ -253,11 +296,19 @@ def apply_json_patch(doc: dict[str, Any], operations: list[dict[str, Any]]) -> d
     result: Any = dict(doc)
     fresh: set[int] = {id(result)}
     for i, op in enumerate(ops):
-        # Copy-on-write: the containers this operation modifies become private copies.
-        _thaw(result, op.pointer.parts[:-1], fresh)
-        if op.operation["op"] == "move":
-            _thaw(result, op.operation["from"].parts[:-1], fresh)
         try:
+            if isinstance(op, _Cheap):
+                if op.writes:
+                    # Copy-on-write: the containers this operation modifies become private copies.
+                    container, token = _writable_parent(op, result, fresh)
+                    op.apply_at(container, token)
+                else:
+                    op.apply(result)  # test: reads only
+                continue
+            # move and copy: the library's operations.
+            _thaw(result, op.pointer.parts[:-1], fresh)
+            if op.operation["op"] == "move":
+                _thaw(result, op.operation["from"].parts[:-1], fresh)
             result = op.apply(result)
             if op.operation["op"] == "move":
                 # The moved value came from the input document: give the result its own.
