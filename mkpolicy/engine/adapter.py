@@ -18,6 +18,7 @@ from typing import Any
 from mkpolicy.cel import Environment
 from mkpolicy.cel.ast import Ident
 from mkpolicy.cel.values import Timestamp
+from mkpolicy.engine.apply import merge_schema
 from mkpolicy.engine.context import Context
 from mkpolicy.engine.expressions import POLICY_VARIABLES, Locator, PolicyExpression, Variables, VariableScope
 from mkpolicy.engine.generic import (
@@ -39,6 +40,7 @@ from mkpolicy.structural import Schema
 log = logging.getLogger("mkpolicy.engine")
 
 _MISSING = object()
+_FORBIDDEN = frozenset(FORBIDDEN_METADATA)
 
 
 def _mutations(
@@ -67,6 +69,7 @@ class Adapter:
         spec = policy.spec
         self.gvk = parse_gvk(spec.framework)
         self.schema = schema
+        self._merge_schema = merge_schema(schema)
         self.params = copy_json(spec.params) if spec.params is not None else None
         self.fail = spec.failure_policy == "Fail"
         self.identifier = spec.creation.workload_identifier
@@ -75,6 +78,7 @@ class Adapter:
         self.ignored_count = 0
         self.managed_by_tokens = check_pointer(spec.managed_by.path) if spec.managed_by is not None else None
         self.managed_by_value = spec.managed_by.value if spec.managed_by is not None else None
+        self._api_version, self._kind = self.gvk.api_version, self.gvk.kind
         locator = Locator(policy)
         env = Environment.of(POLICY_VARIABLES)
         self.match_conditions = [
@@ -125,19 +129,20 @@ class Adapter:
         Errors in match conditions raise with ``failurePolicy: Fail``; with ``Ignore``
         the object counts as not managed and the reason says why.
         """
-        if obj.get("apiVersion") != self.gvk.api_version or obj.get("kind") != self.gvk.kind:
+        if obj.get("apiVersion") != self._api_version or obj.get("kind") != self._kind:
             return False, (
-                f"the policy is for {self.gvk} (apiVersion {self.gvk.api_version}, kind {self.gvk.kind}); "
+                f"the policy is for {self.gvk} (apiVersion {self._api_version}, kind {self._kind}); "
                 f"found apiVersion {obj.get('apiVersion')!r}, kind {obj.get('kind')!r}"
             )
         if self.managed_by_tokens is not None:
             found, value = get_pointer(obj, self.managed_by_tokens)
-            dotted = "." + ".".join(self.managed_by_tokens)
-            if found and not isinstance(value, str):
-                return False, f"expected {dotted} to be a string; found {type(value).__name__} {value!r}"
-            if not found or value != self.managed_by_value:
-                want, got = json.dumps(self.managed_by_value), json.dumps(value or "")
-                return False, f"Expecting {dotted} to be {want} not {got}"
+            if not found or value != self.managed_by_value or type(value) is not str:
+                dotted = "." + ".".join(self.managed_by_tokens)
+                if found and not isinstance(value, str):
+                    return False, f"expected {dotted} to be a string; found {type(value).__name__} {value!r}"
+                if not found or value != self.managed_by_value:
+                    want, got = json.dumps(self.managed_by_value), json.dumps(value or "")
+                    return False, f"Expecting {dotted} to be {want} not {got}"
         if self.match_conditions:
             ctx = ctx or Context()
             bindings, _ = self._bindings(dict(obj), dict(obj), None, ctx, self._now(ctx))
@@ -213,7 +218,7 @@ class Adapter:
     ) -> dict[str, Any]:
         """Apply ``mutations`` in order; ``check`` (new, old) names an invariant broken."""
         bindings, scope = self._bindings(target, manager, worker, ctx, now)
-        schema = self.schema
+        schema = self._merge_schema
         for mutation in mutations:
             if bindings["object"] is not target:
                 # Patches never modify their input: a new object is a new version.
@@ -236,16 +241,22 @@ class Adapter:
     def _creation_violation(self, new: Any, before: dict[str, Any], ctx: Context, place: str | None) -> str | None:
         if not isinstance(new, dict):
             return "the object must stay a JSON object"
-        for key in ("apiVersion", "kind"):
-            if new.get(key, _MISSING) != before.get(key, _MISSING):
-                return f"{key} changed from {before.get(key)!r} to {new.get(key)!r}"
+        if new.get("apiVersion", _MISSING) != before.get("apiVersion", _MISSING) or new.get(
+            "kind", _MISSING
+        ) != before.get("kind", _MISSING):
+            for key in ("apiVersion", "kind"):
+                if new.get(key, _MISSING) != before.get(key, _MISSING):
+                    return f"{key} changed from {before.get(key)!r} to {new.get(key)!r}"
         meta = new.get("metadata")
         if not isinstance(meta, dict):
             return "metadata must stay an object"
         old_meta = before["metadata"]
-        for key in ("name", "namespace"):
-            if meta.get(key, _MISSING) != old_meta.get(key, _MISSING):
-                return f"metadata.{key} changed from {old_meta.get(key)!r} to {meta.get(key)!r}"
+        if meta.get("name", _MISSING) != old_meta.get("name", _MISSING) or meta.get(
+            "namespace", _MISSING
+        ) != old_meta.get("namespace", _MISSING):
+            for key in ("name", "namespace"):
+                if meta.get(key, _MISSING) != old_meta.get(key, _MISSING):
+                    return f"metadata.{key} changed from {old_meta.get(key)!r} to {meta.get(key)!r}"
         labels = meta.get("labels")
         if not isinstance(labels, dict) or labels.get(ORIGIN_LABEL) != ctx.origin:
             return f"the origin label {ORIGIN_LABEL}={ctx.origin!r} was changed or removed"
@@ -253,9 +264,10 @@ class Adapter:
             holder = meta.get(place)
             if not isinstance(holder, dict) or holder.get(PREBUILT_WORKLOAD_KEY) != ctx.workload_name:
                 return f"the prebuilt-workload {place[:-1]} {PREBUILT_WORKLOAD_KEY} was changed or removed"
-        for key in FORBIDDEN_METADATA:
-            if key in meta:
-                return f"metadata.{key} must not be set on a worker copy"
+        if not _FORBIDDEN.isdisjoint(meta):
+            for key in FORBIDDEN_METADATA:
+                if key in meta:
+                    return f"metadata.{key} must not be set on a worker copy"
         if self.managed_by_tokens is not None and get_pointer(new, self.managed_by_tokens)[0]:
             return f"the managedBy field /{'/'.join(self.managed_by_tokens)} must stay removed"
         if "status" in new:
@@ -311,9 +323,12 @@ class Adapter:
             return "the object must stay a JSON object"
         if self.sync_subresource == "status":
             # Copy-on-write keeps untouched subtrees identical: compare by identity first.
-            same = all(k == "status" or new.get(k, _MISSING) is v for k, v in manager.items())
-            if same and all(k == "status" or k in manager for k in new):
-                return None
+            if len(new) - ("status" in new) == len(manager) - ("status" in manager):
+                for k, v in manager.items():
+                    if new.get(k, _MISSING) is not v and k != "status":
+                        break
+                else:
+                    return None  # same keys outside status (as many, all found), same values
             outside = {k: v for k, v in new.items() if k != "status"}
             before = {k: v for k, v in manager.items() if k != "status"}
             changed = create_merge_patch(before, outside)

@@ -351,9 +351,12 @@ def _object_to_json(value: ObjectValue, expected: str, expr: PolicyExpression) -
         raise expr.error(f"type mismatch: {value.type_name}{{...}} is set where {expected}{{...}} belongs")
     out: dict[str, Any] = {}
     for key, child in value.items():
-        if type(child) is ObjectValue:
+        tc = type(child)
+        if tc is str or tc is int or tc is bool or child is None:
+            out[key] = child
+        elif tc is ObjectValue:
             out[key] = _object_to_json(child, f"{expected}.{key}", expr)
-        elif type(child) is list:
+        elif tc is list:
             out[key] = [
                 _object_to_json(item, f"{expected}.{key}", expr) if type(item) is ObjectValue else to_json(item)
                 for item in child

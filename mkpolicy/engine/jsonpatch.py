@@ -27,7 +27,7 @@ rest of the document is shared with the input, which is never modified.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -70,6 +70,53 @@ def _index(token: str, location: str, allow_negative: bool) -> int:
     return value
 
 
+def _add_at(container: Any, token: str, operation: Mapping[str, Any], location: str) -> None:
+    value = operation.get("value")
+    if isinstance(container, dict):
+        container[token] = value
+    elif isinstance(container, list):
+        if token == "-":
+            container.append(value)
+            return
+        i = _index(token, location, allow_negative=True)
+        size = len(container) + 1
+        if i >= size or i < -size:
+            raise PatchError(f"array index {i} out of range for add at {location!r} (length {size - 1})")
+        container.insert(i + size if i < 0 else i, value)
+    else:
+        raise PatchError(f"cannot add {location!r}: the parent is not an object or array")
+
+
+def _remove_at(container: Any, token: str, operation: Mapping[str, Any], location: str) -> None:
+    if isinstance(container, dict):
+        if token not in container:
+            raise PatchError(f"cannot remove {location!r}: the member does not exist")
+        del container[token]
+    elif isinstance(container, list):
+        i = _index(token, location, allow_negative=True)
+        if i >= len(container) or i < -len(container):
+            raise PatchError(f"array index {i} out of range for remove at {location!r}")
+        del container[i]
+    else:
+        raise PatchError(f"cannot remove {location!r}: the parent is not an object or array")
+
+
+def _replace_at(container: Any, token: str, operation: Mapping[str, Any], location: str) -> None:
+    value = operation.get("value")
+    if isinstance(container, dict):
+        container[token] = value  # Kubernetes: a missing member is added
+    elif isinstance(container, list):
+        i = _index(token, location, allow_negative=False)
+        if i >= len(container):
+            raise PatchError(f"array index {i} out of range for replace at {location!r}")
+        container[i] = value
+    else:
+        raise PatchError(f"cannot replace {location!r}: the parent is not an object or array")
+
+
+_At = Callable[[Any, str, Mapping[str, Any], str], None]
+
+
 class _Cheap(jsonpatch.PatchOperation):
     """Construction without re-rendering the pointer (the library renders ``path`` from
     the parsed pointer on every construction, a real cost when patches run per request)."""
@@ -78,8 +125,9 @@ class _Cheap(jsonpatch.PatchOperation):
     pointer: jsonpointer.JsonPointer
     location: str
     pointer_cls = jsonpointer.JsonPointer
-    #: Whether the operation writes into the container of its target (add, remove, replace).
-    writes = False
+    #: ``at(container, token, operation, location)`` applies the operation to the
+    #: parent ``container`` of its target, whose member is ``token``.
+    at: _At
 
     def __init__(self, operation: dict[str, Any]) -> None:
         self.location = operation["path"]
@@ -88,65 +136,20 @@ class _Cheap(jsonpatch.PatchOperation):
 
     def apply(self, obj: Any) -> Any:
         container, token = _parent(self, obj)
-        self.apply_at(container, token)
+        type(self).at(container, token, self.operation, self.location)
         return obj
-
-    def apply_at(self, container: Any, token: str) -> None:
-        """Apply to ``container``, the parent of the target, whose member is ``token``."""
-        raise NotImplementedError
 
 
 class _Add(_Cheap, jsonpatch.AddOperation):
-    writes = True
-
-    def apply_at(self, container: Any, token: str) -> None:
-        value = self.operation.get("value")
-        if isinstance(container, dict):
-            container[token] = value
-        elif isinstance(container, list):
-            if token == "-":
-                container.append(value)
-                return
-            i = _index(token, self.location, allow_negative=True)
-            size = len(container) + 1
-            if i >= size or i < -size:
-                raise PatchError(f"array index {i} out of range for add at {self.location!r} (length {size - 1})")
-            container.insert(i + size if i < 0 else i, value)
-        else:
-            raise PatchError(f"cannot add {self.location!r}: the parent is not an object or array")
+    at = staticmethod(_add_at)
 
 
 class _Remove(_Cheap, jsonpatch.RemoveOperation):
-    writes = True
-
-    def apply_at(self, container: Any, token: str) -> None:
-        if isinstance(container, dict):
-            if token not in container:
-                raise PatchError(f"cannot remove {self.location!r}: the member does not exist")
-            del container[token]
-        elif isinstance(container, list):
-            i = _index(token, self.location, allow_negative=True)
-            if i >= len(container) or i < -len(container):
-                raise PatchError(f"array index {i} out of range for remove at {self.location!r}")
-            del container[i]
-        else:
-            raise PatchError(f"cannot remove {self.location!r}: the parent is not an object or array")
+    at = staticmethod(_remove_at)
 
 
 class _Replace(_Cheap, jsonpatch.ReplaceOperation):
-    writes = True
-
-    def apply_at(self, container: Any, token: str) -> None:
-        value = self.operation.get("value")
-        if isinstance(container, dict):
-            container[token] = value  # Kubernetes: a missing member is added
-        elif isinstance(container, list):
-            i = _index(token, self.location, allow_negative=False)
-            if i >= len(container):
-                raise PatchError(f"array index {i} out of range for replace at {self.location!r}")
-            container[i] = value
-        else:
-            raise PatchError(f"cannot replace {self.location!r}: the parent is not an object or array")
+    at = staticmethod(_replace_at)
 
 
 class _Test(_Cheap, jsonpatch.TestOperation):
@@ -231,26 +234,25 @@ def _pointer(path: str) -> jsonpointer.JsonPointer:
     return jsonpointer.JsonPointer(path)
 
 
-def _writable_parent(op: _Cheap, doc: Any, fresh: set[int]) -> tuple[Any, str]:
+def _writable_parent(parts: list[str], location: str, doc: Any, fresh: set[int]) -> tuple[Any, str]:
     """:func:`_parent` for an operation that writes: the containers along the path
     become private copies on the way (copy-on-write; ``fresh`` as for :func:`_thaw`)."""
-    parts = op.pointer.parts
     cur = doc
     for k in range(len(parts) - 1):
         part = parts[k]
-        if isinstance(cur, dict):
+        if type(cur) is dict or isinstance(cur, dict):
             if part not in cur:
-                raise PatchError(f"missing path: {op.location!r} (no member {part!r})")
+                raise PatchError(f"missing path: {location!r} (no member {part!r})")
             key: Any = part
         elif isinstance(cur, list):
             if not part.isdigit() or (len(part) > 1 and part[0] == "0") or int(part) >= len(cur):
-                raise PatchError(f"missing path: {op.location!r} (no array element {part!r})")
+                raise PatchError(f"missing path: {location!r} (no array element {part!r})")
             key = int(part)
         else:
-            raise PatchError(f"missing path: {op.location!r} ({part!r} is inside a scalar)")
+            raise PatchError(f"missing path: {location!r} ({part!r} is inside a scalar)")
         child = cur[key]
         if id(child) not in fresh:
-            if isinstance(child, dict):
+            if type(child) is dict or isinstance(child, dict):
                 child = dict(child)
             elif isinstance(child, list):
                 child = list(child)
@@ -292,18 +294,42 @@ def apply_json_patch(doc: dict[str, Any], operations: list[dict[str, Any]]) -> d
     Returns the patched document, or ``doc`` itself when a ``test`` operation fails.
     Raises :class:`PatchError` naming the failing operation.
     """
-    ops = [_operation(i, op) for i, op in enumerate(operations)]
+    # Every operation is checked before any is applied. Well-formed add, remove and
+    # replace operations (nearly all of them) need no operation object: their parsed
+    # path and the function applying them are enough.
+    plan: list[tuple[_At | None, Any, list[str], str, str]] = []
+    for i, op in enumerate(operations):
+        if type(op) is dict:
+            kind = op.get("op")
+            path = op.get("path")
+            if type(kind) is str and type(path) is str and path[:1] == "/":
+                at = _WRITERS.get(kind)
+                if at is not None:
+                    try:
+                        parts = _pointer(path).parts
+                    except jsonpointer.JsonPointerException as exc:
+                        raise PatchError(f"operation {i + 1} ({kind}): {exc}") from None
+                    plan.append((at, op, parts, path, kind))
+                    continue
+        plan.append((None, _operation(i, op), [], "", ""))
     result: Any = dict(doc)
     fresh: set[int] = {id(result)}
-    for i, op in enumerate(ops):
+    for i, (at, op, parts, location, kind) in enumerate(plan):
+        if at is not None:
+            try:
+                # Copy-on-write: the containers this operation modifies become private copies.
+                container, token = _writable_parent(parts, location, result, fresh)
+                at(container, token, op, location)
+            except PatchError as exc:
+                raise PatchError(f"operation {i + 1} ({kind} {location}): {exc.message}") from None
+            continue
         try:
+            if isinstance(op, _Test):
+                op.apply(result)  # reads only
+                continue
             if isinstance(op, _Cheap):
-                if op.writes:
-                    # Copy-on-write: the containers this operation modifies become private copies.
-                    container, token = _writable_parent(op, result, fresh)
-                    op.apply_at(container, token)
-                else:
-                    op.apply(result)  # test: reads only
+                container, token = _writable_parent(op.pointer.parts, op.location, result, fresh)
+                type(op).at(container, token, op.operation, op.location)
                 continue
             # move and copy: the library's operations.
             _thaw(result, op.pointer.parts[:-1], fresh)
@@ -322,3 +348,6 @@ def apply_json_patch(doc: dict[str, Any], operations: list[dict[str, Any]]) -> d
         except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
             raise PatchError(f"operation {i + 1} ({op.operation['op']} {op.location}): {exc}") from None
     return result  # type: ignore[no-any-return]
+
+
+_WRITERS: dict[str, _At] = {"add": _add_at, "remove": _remove_at, "replace": _replace_at}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from mkpolicy.engine.apply import apply_configuration
+from mkpolicy.engine.apply import MergeSchema, apply_configuration
 from mkpolicy.engine.expressions import (
     PolicyExpression,
     apply_configuration_value,
@@ -33,7 +33,9 @@ class CompiledMutation:
         else:
             check_apply_configuration_shape(expression)
 
-    def apply(self, target: dict[str, Any], bindings: Mapping[str, Any], schema: Schema | None) -> dict[str, Any]:
+    def apply(
+        self, target: dict[str, Any], bindings: Mapping[str, Any], schema: Schema | MergeSchema | None
+    ) -> dict[str, Any]:
         """Evaluate against ``bindings`` and apply to ``target`` (which is not modified)."""
         value = self.expression.evaluate(bindings)
         try:
