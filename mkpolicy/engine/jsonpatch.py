@@ -70,8 +70,7 @@ def _index(token: str, location: str, allow_negative: bool) -> int:
     return value
 
 
-def _add_at(container: Any, token: str, operation: Mapping[str, Any], location: str) -> None:
-    value = operation.get("value")
+def _add_at(container: Any, token: str, value: Any, location: str) -> None:
     if isinstance(container, dict):
         container[token] = value
     elif isinstance(container, list):
@@ -87,7 +86,7 @@ def _add_at(container: Any, token: str, operation: Mapping[str, Any], location: 
         raise PatchError(f"cannot add {location!r}: the parent is not an object or array")
 
 
-def _remove_at(container: Any, token: str, operation: Mapping[str, Any], location: str) -> None:
+def _remove_at(container: Any, token: str, value: Any, location: str) -> None:
     if isinstance(container, dict):
         if token not in container:
             raise PatchError(f"cannot remove {location!r}: the member does not exist")
@@ -101,8 +100,7 @@ def _remove_at(container: Any, token: str, operation: Mapping[str, Any], locatio
         raise PatchError(f"cannot remove {location!r}: the parent is not an object or array")
 
 
-def _replace_at(container: Any, token: str, operation: Mapping[str, Any], location: str) -> None:
-    value = operation.get("value")
+def _replace_at(container: Any, token: str, value: Any, location: str) -> None:
     if isinstance(container, dict):
         container[token] = value  # Kubernetes: a missing member is added
     elif isinstance(container, list):
@@ -114,7 +112,10 @@ def _replace_at(container: Any, token: str, operation: Mapping[str, Any], locati
         raise PatchError(f"cannot replace {location!r}: the parent is not an object or array")
 
 
-_At = Callable[[Any, str, Mapping[str, Any], str], None]
+#: ``at(container, token, value, location)`` applies an add, remove or replace to the
+#: parent ``container`` of its target, whose member is ``token`` (``value`` is ignored
+#: by remove; ``location`` is the path, for error messages).
+At = Callable[[Any, str, Any, str], None]
 
 
 class _Cheap(jsonpatch.PatchOperation):
@@ -125,9 +126,7 @@ class _Cheap(jsonpatch.PatchOperation):
     pointer: jsonpointer.JsonPointer
     location: str
     pointer_cls = jsonpointer.JsonPointer
-    #: ``at(container, token, operation, location)`` applies the operation to the
-    #: parent ``container`` of its target, whose member is ``token``.
-    at: _At
+    at: At
 
     def __init__(self, operation: dict[str, Any]) -> None:
         self.location = operation["path"]
@@ -136,7 +135,7 @@ class _Cheap(jsonpatch.PatchOperation):
 
     def apply(self, obj: Any) -> Any:
         container, token = _parent(self, obj)
-        type(self).at(container, token, self.operation, self.location)
+        type(self).at(container, token, self.operation.get("value"), self.location)
         return obj
 
 
@@ -288,6 +287,38 @@ def _thaw(doc: Any, parents: list[str], fresh: set[int]) -> None:
         cur = child
 
 
+#: One checked add, remove or replace: (at, parsed path, path, op, value).
+Step = tuple[At, list[str], str, str, Any]
+
+#: The operations applied by a function of their parent container, without an object.
+WRITERS: Mapping[str, At] = MappingProxyType({"add": _add_at, "remove": _remove_at, "replace": _replace_at})
+
+
+def pointer_parts(path: str) -> list[str]:
+    """The decoded tokens of the JSON pointer ``path`` (parsed once per distinct path;
+    raises ``jsonpointer.JsonPointerException``). The list is shared: do not modify it."""
+    parts: list[str] = _pointer(path).parts
+    return parts
+
+
+def apply_steps(doc: dict[str, Any], steps: list[Step]) -> dict[str, Any]:
+    """Apply checked add/remove/replace steps to ``doc`` (not modified), copy-on-write.
+
+    Raises :class:`PatchError` naming the failing operation, as :func:`apply_json_patch`.
+    """
+    result = dict(doc)
+    fresh = {id(result)}
+    i = 0
+    for at, parts, location, kind, value in steps:
+        i += 1
+        try:
+            container, token = _writable_parent(parts, location, result, fresh)
+            at(container, token, value, location)
+        except PatchError as exc:
+            raise PatchError(f"operation {i} ({kind} {location}): {exc.message}") from None
+    return result
+
+
 def apply_json_patch(doc: dict[str, Any], operations: list[dict[str, Any]]) -> dict[str, Any]:
     """Apply ``operations`` to ``doc`` with Kubernetes' semantics; ``doc`` is not modified.
 
@@ -297,39 +328,41 @@ def apply_json_patch(doc: dict[str, Any], operations: list[dict[str, Any]]) -> d
     # Every operation is checked before any is applied. Well-formed add, remove and
     # replace operations (nearly all of them) need no operation object: their parsed
     # path and the function applying them are enough.
-    plan: list[tuple[_At | None, Any, list[str], str, str]] = []
+    steps: list[Step] = []
+    ops: list[jsonpatch.PatchOperation] = []  # the others, when there are any: all as objects
     for i, op in enumerate(operations):
         if type(op) is dict:
             kind = op.get("op")
             path = op.get("path")
             if type(kind) is str and type(path) is str and path[:1] == "/":
-                at = _WRITERS.get(kind)
+                at = WRITERS.get(kind)
                 if at is not None:
                     try:
-                        parts = _pointer(path).parts
+                        parts = pointer_parts(path)
                     except jsonpointer.JsonPointerException as exc:
                         raise PatchError(f"operation {i + 1} ({kind}): {exc}") from None
-                    plan.append((at, op, parts, path, kind))
+                    steps.append((at, parts, path, kind, op.get("value")))
                     continue
-        plan.append((None, _operation(i, op), [], "", ""))
+        ops.append(_operation(i, op))
+    if not ops:
+        return apply_steps(doc, steps)
+    if steps:
+        ops = [_operation(i, op) for i, op in enumerate(operations)]
+    return _apply_operations(doc, ops)
+
+
+def _apply_operations(doc: dict[str, Any], ops: list[jsonpatch.PatchOperation]) -> dict[str, Any]:
     result: Any = dict(doc)
     fresh: set[int] = {id(result)}
-    for i, (at, op, parts, location, kind) in enumerate(plan):
-        if at is not None:
-            try:
-                # Copy-on-write: the containers this operation modifies become private copies.
-                container, token = _writable_parent(parts, location, result, fresh)
-                at(container, token, op, location)
-            except PatchError as exc:
-                raise PatchError(f"operation {i + 1} ({kind} {location}): {exc.message}") from None
-            continue
+    for i, op in enumerate(ops):
         try:
             if isinstance(op, _Test):
                 op.apply(result)  # reads only
                 continue
             if isinstance(op, _Cheap):
+                # Copy-on-write: the containers this operation modifies become private copies.
                 container, token = _writable_parent(op.pointer.parts, op.location, result, fresh)
-                type(op).at(container, token, op.operation, op.location)
+                type(op).at(container, token, op.operation.get("value"), op.location)
                 continue
             # move and copy: the library's operations.
             _thaw(result, op.pointer.parts[:-1], fresh)
@@ -348,6 +381,3 @@ def apply_json_patch(doc: dict[str, Any], operations: list[dict[str, Any]]) -> d
         except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
             raise PatchError(f"operation {i + 1} ({op.operation['op']} {op.location}): {exc}") from None
     return result  # type: ignore[no-any-return]
-
-
-_WRITERS: dict[str, _At] = {"add": _add_at, "remove": _remove_at, "replace": _replace_at}
