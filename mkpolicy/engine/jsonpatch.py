@@ -308,9 +308,7 @@ def apply_steps(doc: dict[str, Any], steps: list[Step]) -> dict[str, Any]:
     """
     result = dict(doc)
     fresh = {id(result)}
-    i = 0
-    for at, parts, location, kind, value in steps:
-        i += 1
+    for i, (at, parts, location, kind, value) in enumerate(steps, 1):
         try:
             container, token = _writable_parent(parts, location, result, fresh)
             at(container, token, value, location)
