@@ -278,6 +278,7 @@ _HELPERS: dict[str, Any] = {
     "_optional_element": _optional_element,
     "_map_key": _map_key,
     "_ObjectValue": ObjectValue,
+    "_new_dict": dict.__new__,
     "_OptionalValue": OptionalValue,
     "_NONE": OPTIONAL_NONE,
     "_Uint": Uint,
@@ -757,11 +758,15 @@ class CodeGenerator:
         return out
 
     def _in(self, node: ast.Call) -> str:
-        item = self.node(node.args[0])
-        container = self.node(node.args[1])
+        item = self.local(node.args[0])
+        container = self.local(node.args[1])
         out = self.tmp()
         self.uses_budget = True
-        self.emit(f"{out} = _in({item}, {container}, {node.pos}, b)")
+        # A string in a map is a key lookup (maps decoded from JSON have string keys).
+        self.emit(
+            f"{out} = ({item} in {container}) if type({container}) is dict and type({item}) is str "
+            f"else _in({item}, {container}, {node.pos}, b)"
+        )
         return out
 
     def _index(self, node: ast.Call) -> str:
@@ -832,12 +837,14 @@ class CodeGenerator:
         # Field names and the message type were validated by the closure compiler.
         type_name_ = node.type_name.lstrip(".")
         out = self.tmp()
+        # Built without ObjectValue.__init__ (a Python call): an empty value, then its fields.
         if not any(e.optional for e in node.entries):
             values = [self.node(e.value) for e in node.entries]
-            fields = ", ".join(f"{e.key!r}: {v}" for e, v in zip(node.entries, values, strict=True))
-            self.emit(f"{out} = _ObjectValue({type_name_!r}, {{{fields}}})")
+            self.emit(f"{out} = _new_dict(_ObjectValue); {out}.type_name = {type_name_!r}")
+            for e, v in zip(node.entries, values, strict=True):
+                self.emit(f"{out}[{e.key!r}] = {v}")
             return out
-        self.emit(f"{out} = _ObjectValue({type_name_!r})")
+        self.emit(f"{out} = _new_dict(_ObjectValue); {out}.type_name = {type_name_!r}")
         for entry in node.entries:
             if entry.optional:
                 self._optional_into(entry.value, "optional field", entry.pos, f"{out}[{entry.key!r}] = {{}}")

@@ -106,15 +106,13 @@ def to_json(value: Any) -> Any:
     if t is Uint:
         return int(value)
     if t is dict or t is ObjectValue:
-        for k in value:
+        out = {}
+        for k, v in value.items():
             if type(k) is not str:
-                out = {}
-                for k, v in value.items():  # the first error in order, key or value
-                    if type(k) is not str:
-                        raise EvalError(f"map key {k!r} of type {type_name(k)} cannot be a JSON object key")
-                    out[k] = to_json(v)
-        # Leaves inline: most of an object is strings, ints and booleans.
-        return {k: v if type(v) in _LEAVES else to_json(v) for k, v in value.items()}
+                raise EvalError(f"map key {k!r} of type {type_name(k)} cannot be a JSON object key")
+            # Leaves inline: most of an object is strings, ints and booleans.
+            out[k] = v if type(v) in _LEAVES else to_json(v)
+        return out
     if t is list or t is tuple:
         return [v if type(v) in _LEAVES else to_json(v) for v in value]
     if t is bytes:

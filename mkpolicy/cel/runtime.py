@@ -77,9 +77,11 @@ class Budget:
 
     __slots__ = ("limit", "remaining")
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, spent: int = 0) -> None:
+        """A budget of ``limit``, of which ``spent`` is already used (it may exceed
+        the limit: the next :meth:`charge` then fails)."""
         self.limit = limit
-        self.remaining = limit
+        self.remaining = limit - spent
 
     def charge(self, amount: int, pos: int | None = None) -> None:
         """Spend ``amount``; raise a cost error (at ``pos``) when the budget is exhausted."""

@@ -163,6 +163,14 @@ class Adapter:
         return True, ""
 
     def _require_managed(self, obj: Mapping[str, Any], ctx: Context) -> None:
+        # The common case first: the right kind, managed by MultiKueue, no match conditions.
+        if obj.get("apiVersion") == self._api_version and obj.get("kind") == self._kind and not self.match_conditions:
+            tokens = self.managed_by_tokens
+            if tokens is None:
+                return
+            found, value = get_pointer(obj, tokens)
+            if found and type(value) is str and value == self.managed_by_value:
+                return
         managed, reason = self.is_managed(obj, ctx)
         if not managed:
             raise NotManagedError(reason, Location(where=f"policy {self.name}"))
@@ -188,7 +196,7 @@ class Adapter:
         # that fails are the patches replayed one by one, to name the patch that broke
         # it (and, under failurePolicy Ignore, to skip it).
         skipped: list[MkpolicyError] = []
-        now = self._now(ctx)  # one instant per call, replays included
+        now = self._now(ctx) if self._uses_now else None  # one instant per call, replays included
         worker = self._apply(self.creation, start, manager, None, ctx, now, skipped, None)
         if self._creation_violation(worker, start, ctx, place) is not None:
             skipped = []
@@ -202,7 +210,8 @@ class Adapter:
                 skipped,
                 lambda new, old: self._creation_violation(new, old, ctx, place),
             )
-        self._record(skipped, ignored)
+        if skipped or ignored is not None:
+            self._record(skipped, ignored)
         return worker
 
     def _apply(

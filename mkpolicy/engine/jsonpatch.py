@@ -290,14 +290,24 @@ def _thaw(doc: Any, parents: list[str], fresh: set[int]) -> None:
 #: One checked add, remove or replace: (at, parsed path, path, op, value).
 Step = tuple[At, list[str], str, str, Any]
 
-#: The operations applied by a function of their parent container, without an object.
-WRITERS: Mapping[str, At] = MappingProxyType({"add": _add_at, "remove": _remove_at, "replace": _replace_at})
+#: The operations applied by a function of their parent container, without an object
+#: (a plain dict, read on every patch: do not modify it).
+WRITERS: dict[str, At] = {"add": _add_at, "remove": _remove_at, "replace": _replace_at}
+
+_PARTS: dict[str, list[str]] = {}
+_PARTS_LIMIT = 4096
 
 
 def pointer_parts(path: str) -> list[str]:
     """The decoded tokens of the JSON pointer ``path`` (parsed once per distinct path;
     raises ``jsonpointer.JsonPointerException``). The list is shared: do not modify it."""
-    parts: list[str] = _pointer(path).parts
+    parts = _PARTS.get(path)
+    if parts is None:
+        # Policies build the same few paths over and over; parsing them once matters.
+        parts = jsonpointer.JsonPointer(path).parts
+        if len(_PARTS) >= _PARTS_LIMIT:
+            _PARTS.clear()
+        _PARTS[path] = parts
     return parts
 
 
@@ -310,8 +320,11 @@ def apply_steps(doc: dict[str, Any], steps: list[Step]) -> dict[str, Any]:
     fresh = {id(result)}
     for i, (at, parts, location, kind, value) in enumerate(steps, 1):
         try:
-            container, token = _writable_parent(parts, location, result, fresh)
-            at(container, token, value, location)
+            if len(parts) == 1:
+                at(result, parts[0], value, location)  # a member of the root (a fresh copy)
+            else:
+                container, token = _writable_parent(parts, location, result, fresh)
+                at(container, token, value, location)
         except PatchError as exc:
             raise PatchError(f"operation {i} ({kind} {location}): {exc.message}") from None
     return result
