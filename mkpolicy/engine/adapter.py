@@ -228,11 +228,13 @@ class Adapter:
         """Apply ``mutations`` in order; ``check`` (new, old) names an invariant broken."""
         bindings, scope = self._bindings(target, manager, worker, ctx, now)
         schema = self._merge_schema
+        current = target
         for mutation in mutations:
-            if bindings["object"] is not target:
+            if target is not current:
                 # Patches never modify their input: a new object is a new version.
-                bindings["object"] = target
-                bindings["variables"] = scope.refresh()
+                bindings["object"] = current = target
+                if scope is not None:
+                    bindings["variables"] = scope.refresh()
             try:
                 new = mutation.apply(target, bindings, schema)
                 if check is not None:
@@ -365,7 +367,9 @@ class Adapter:
         worker: dict[str, Any] | None,
         ctx: Context,
         now: Timestamp | None,
-    ) -> tuple[dict[str, Any], VariableScope]:
+    ) -> tuple[dict[str, Any], VariableScope | None]:
+        """The bindings of one call, and the scope of its variables when they must be
+        refreshed after ``object`` changes (see :meth:`Variables.bind`)."""
         bindings: dict[str, Any] = {
             "object": target,
             "managerObject": manager,
@@ -377,9 +381,7 @@ class Adapter:
             "now": now,
             "params": self.params,
         }
-        scope = self.variables.scope(bindings)
-        bindings["variables"] = scope.map
-        return bindings, scope
+        return bindings, self.variables.bind(bindings)
 
     def _record(self, skipped: list[MkpolicyError], ignored: list[MkpolicyError] | None) -> None:
         """Count and log patches skipped under ``failurePolicy: Ignore`` (never silently)."""

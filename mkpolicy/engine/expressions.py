@@ -139,36 +139,37 @@ class Variables:
     def _unreachable(name: str) -> Any:
         raise KeyError(name)  # pragma: no cover - every entry of a static map is cached
 
-    def scope(self, bindings: dict[str, Any]) -> VariableScope:
-        """The variables of one create, sync or is_managed call, evaluated against ``bindings``."""
-        return VariableScope(self, bindings)
+    def bind(self, bindings: dict[str, Any]) -> VariableScope | None:
+        """Set ``bindings["variables"]`` for one call; return the scope to
+        :meth:`~VariableScope.refresh` when ``object`` changes, or None when no
+        variable depends on it (the map then serves the whole call)."""
+        if self.static is not None:
+            bindings["variables"] = self.static
+            return None
+        scope = VariableScope(self, bindings)
+        bindings["variables"] = scope.map
+        return scope if self.dependent else None
 
 
 class VariableScope:
-    """The ``variables`` map of one call. :meth:`refresh` gives the map to bind after
-    ``object`` changed: entries depending on ``object`` are forgotten, the others kept."""
+    """The ``variables`` map of one call whose variables are not all constants.
+    :meth:`refresh` gives the map to bind after ``object`` changed: entries depending on
+    ``object`` are forgotten, the others kept."""
 
     __slots__ = ("bindings", "map", "shared", "variables")
 
     def __init__(self, variables: Variables, bindings: dict[str, Any]) -> None:
         self.variables = variables
         self.bindings = bindings
-        if variables.static is not None:
-            self.shared = variables.constants
-            self.map = variables.static
-        elif not variables.dependent:
-            # One map for the whole call: nothing in it goes stale.
-            self.shared = dict(variables.constants)
-            self.map = LazyMap(variables.names, self._compute, self.shared)
-        else:
-            self.shared = dict(variables.constants)
-            self.map = LazyMap(variables.names, self._compute, dict(self.shared))
+        #: The values that hold for the whole call.
+        self.shared = dict(variables.constants)
+        # Without variables depending on object, one map serves the whole call.
+        cache = dict(self.shared) if variables.dependent else self.shared
+        self.map = LazyMap(variables.names, self._compute, cache)
 
     def refresh(self) -> LazyMap:
-        """The map for a new ``object`` (the same map when no variable depends on it)."""
-        variables = self.variables
-        if variables.dependent:
-            self.map = LazyMap(variables.names, self._compute, dict(self.shared))
+        """The map for a new ``object``."""
+        self.map = LazyMap(self.variables.names, self._compute, dict(self.shared))
         return self.map
 
     def _compute(self, name: str) -> Any:
