@@ -130,14 +130,11 @@ class Variables:
                 self.constants[name] = self.by_name[name].program.evaluate({})
         #: Variables whose value depends on ``object``.
         self.dependent = _object_dependent(references)
-        #: The map every call shares when all variables are constants (read-only then).
-        self.static: LazyMap | None = None
+        #: When all variables are constants, the map every call shares: a plain dict
+        #: (CEL reads it fastest and never modifies a value).
+        self.static: dict[str, Any] | None = None
         if len(self.constants) == len(self.names):
-            self.static = LazyMap(self.names, self._unreachable, dict(self.constants))
-
-    @staticmethod
-    def _unreachable(name: str) -> Any:
-        raise KeyError(name)  # pragma: no cover - every entry of a static map is cached
+            self.static = {name: self.constants[name] for name in self.names}
 
     def bind(self, bindings: dict[str, Any]) -> VariableScope | None:
         """Set ``bindings["variables"]`` for one call; return the scope to
