@@ -191,7 +191,8 @@ OPERATIONS: Mapping[str, type[jsonpatch.PatchOperation]] = MappingProxyType(
 def _operation(index: int, op: Any) -> jsonpatch.PatchOperation:
     # Fast path for the common, well-formed add/remove/replace/test.
     if type(op) is dict:
-        cheap = _CHEAP.get(op.get("op"))  # type: ignore[arg-type]
+        kind = op.get("op")
+        cheap = _CHEAP.get(kind) if type(kind) is str else None
         path = op.get("path")
         if cheap is not None and type(path) is str and path[:1] == "/":
             try:
