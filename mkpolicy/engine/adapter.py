@@ -252,22 +252,16 @@ class Adapter:
     def _creation_violation(self, new: Any, before: dict[str, Any], ctx: Context, place: str | None) -> str | None:
         if not isinstance(new, dict):
             return "the object must stay a JSON object"
-        if new.get("apiVersion", _MISSING) != before.get("apiVersion", _MISSING) or new.get(
-            "kind", _MISSING
-        ) != before.get("kind", _MISSING):
-            for key in ("apiVersion", "kind"):
-                if new.get(key, _MISSING) != before.get(key, _MISSING):
-                    return f"{key} changed from {before.get(key)!r} to {new.get(key)!r}"
+        for key in ("apiVersion", "kind"):
+            if new.get(key, _MISSING) != before.get(key, _MISSING):
+                return f"{key} changed from {before.get(key)!r} to {new.get(key)!r}"
         meta = new.get("metadata")
         if not isinstance(meta, dict):
             return "metadata must stay an object"
         old_meta = before["metadata"]
-        if meta.get("name", _MISSING) != old_meta.get("name", _MISSING) or meta.get(
-            "namespace", _MISSING
-        ) != old_meta.get("namespace", _MISSING):
-            for key in ("name", "namespace"):
-                if meta.get(key, _MISSING) != old_meta.get(key, _MISSING):
-                    return f"metadata.{key} changed from {old_meta.get(key)!r} to {meta.get(key)!r}"
+        for key in ("name", "namespace"):
+            if meta.get(key, _MISSING) != old_meta.get(key, _MISSING):
+                return f"metadata.{key} changed from {old_meta.get(key)!r} to {meta.get(key)!r}"
         labels = meta.get("labels")
         if not isinstance(labels, dict) or labels.get(ORIGIN_LABEL) != ctx.origin:
             return f"the origin label {ORIGIN_LABEL}={ctx.origin!r} was changed or removed"
@@ -275,7 +269,7 @@ class Adapter:
             holder = meta.get(place)
             if not isinstance(holder, dict) or holder.get(PREBUILT_WORKLOAD_KEY) != ctx.workload_name:
                 return f"the prebuilt-workload {place[:-1]} {PREBUILT_WORKLOAD_KEY} was changed or removed"
-        if not _FORBIDDEN.isdisjoint(meta):
+        if not _FORBIDDEN.isdisjoint(meta):  # one test; the loop names the first, in order
             for key in FORBIDDEN_METADATA:
                 if key in meta:
                     return f"metadata.{key} must not be set on a worker copy"

@@ -298,21 +298,7 @@ def json_patch_operations(value: Any, expr: PolicyExpression) -> list[dict[str, 
     for i, item in enumerate(value):
         if type(item) is not ObjectValue or item.type_name != "JSONPatch":
             raise expr.error(f"element {i} of the JSONPatch list is a {type_name(item)}, not a JSONPatch{{...}}")
-        # Fast path: op and path (and from) are strings, value a JSON scalar or converts.
-        if type(item.get("op")) is str and type(item.get("path")) is str and type(item.get("from", "")) is str:
-            op = dict(item)
-            if "value" in op:
-                field = op["value"]
-                tf = type(field)
-                if not (tf is str or tf is int or tf is bool or field is None):
-                    try:
-                        op["value"] = to_json(field)
-                    except EvalError as exc:
-                        message = f"JSONPatch {i}: value cannot be written to an object: {exc.message}"
-                        raise expr.error(message) from None
-            ops.append(op)
-            continue
-        op = {}
+        op: dict[str, Any] = {}
         for key, field in item.items():
             if key == "value":
                 try:

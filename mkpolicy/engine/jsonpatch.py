@@ -21,7 +21,10 @@ Deliberate deviations from Kubernetes, where v4 misbehaves:
 * ``replace`` with a negative index is an error (v4 panics).
 
 Application is copy-on-write: containers along each operation's path are copied, the
-rest of the document is shared with the input, which is never modified.
+rest of the document is shared with the input, which is never modified. Well-formed
+``add``, ``remove`` and ``replace`` operations (nearly all of them) are applied as
+*steps*: a function of the parent container and the path parsed once per distinct path,
+without building an operation object; ``test``, ``move`` and ``copy`` use the classes.
 """
 
 from __future__ import annotations
