@@ -311,11 +311,12 @@ class Adapter:
                 manager,
                 dict(worker_obj),
                 ctx,
-                self._now(ctx),
+                self._now(ctx) if self._uses_now else None,
                 skipped,
                 lambda new, old: self._sync_violation(new, manager),
             )
-            self._record(skipped, ignored)
+            if skipped or ignored is not None:
+                self._record(skipped, ignored)
         patch = create_merge_patch(manager, target)
         if not patch:
             return None
