@@ -8,9 +8,18 @@ from __future__ import annotations
 
 from typing import Any
 
+#: Types of the JSON leaves, which need no copy.
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
 
 def copy_json(value: Any) -> Any:
     """A deep copy of a JSON value (much faster than ``copy.deepcopy`` for plain data)."""
+    t = type(value)
+    # Leaves are tested inline: most of an object is strings, numbers and booleans.
+    if t is dict:
+        return {k: v if type(v) in _SCALARS else copy_json(v) for k, v in value.items()}
+    if t is list:
+        return [v if type(v) in _SCALARS else copy_json(v) for v in value]
     if isinstance(value, dict):
         return {k: copy_json(v) for k, v in value.items()}
     if isinstance(value, list):

@@ -33,6 +33,7 @@ from mkpolicy.cel.compiler import BUDGET_KEY, Compiler
 from mkpolicy.cel.cost import comprehension_step_cost
 from mkpolicy.cel.environment import Environment
 from mkpolicy.cel.errors import EvalError, no_overload
+from mkpolicy.cel.library.core import to_dyn
 from mkpolicy.cel.library.regex import matcher
 from mkpolicy.cel.runtime import (
     ARITHMETIC,
@@ -277,6 +278,7 @@ _HELPERS: dict[str, Any] = {
     "_optional_element": _optional_element,
     "_map_key": _map_key,
     "_ObjectValue": ObjectValue,
+    "_new_dict": dict.__new__,
     "_OptionalValue": OptionalValue,
     "_NONE": OPTIONAL_NONE,
     "_Uint": Uint,
@@ -569,6 +571,8 @@ class CodeGenerator:
                 raise _Fallback
         if fn is None:
             raise _Fallback
+        if node.target is None and self._is_dyn(node):
+            return self.node(node.args[0])
         if fn.name == "orValue" and fn.receiver and len(args) == 2:
             fast = self._or_value_chain(node, args[0], args[1])
             if fast is not None:
@@ -754,11 +758,15 @@ class CodeGenerator:
         return out
 
     def _in(self, node: ast.Call) -> str:
-        item = self.node(node.args[0])
-        container = self.node(node.args[1])
+        item = self.local(node.args[0])
+        container = self.local(node.args[1])
         out = self.tmp()
         self.uses_budget = True
-        self.emit(f"{out} = _in({item}, {container}, {node.pos}, b)")
+        # A string in a map is a key lookup (maps decoded from JSON have string keys).
+        self.emit(
+            f"{out} = ({item} in {container}) if type({container}) is dict and type({item}) is str "
+            f"else _in({item}, {container}, {node.pos}, b)"
+        )
         return out
 
     def _index(self, node: ast.Call) -> str:
@@ -778,31 +786,37 @@ class CodeGenerator:
 
     # -- literals -----------------------------------------------------------------------------
     def _ListLit(self, node: ast.ListLit) -> str:
-        values = [self.node(e) for e in node.elements]
-        out = self.tmp()
         if not any(node.optional):
+            values = [self.node(e) for e in node.elements]
+            out = self.tmp()
             self.emit(f"{out} = [{', '.join(values)}]")
             return out
+        out = self.tmp()
         self.emit(f"{out} = []")
-        for value, optional, element in zip(values, node.optional, node.elements, strict=True):
+        for optional, element in zip(node.optional, node.elements, strict=True):
             if optional:
-                opt = self.tmp()
-                self.emit(f"{opt} = _optional_element({value}, 'optional element', {element.pos})")
-                self.emit(f"if {opt}.has_value: {out}.append({opt}.value)")
+                self._optional_into(element, "optional element", element.pos, f"{out}.append({{}})")
             else:
-                self.emit(f"{out}.append({value})")
+                self.emit(f"{out}.append({self.node(element)})")
         return out
 
     def _MapLit(self, node: ast.MapLit) -> str:
         out = self.tmp()
-        simple = all(
-            isinstance(e.key, ast.Literal) and type(e.key.value) is str and not e.optional for e in node.entries
-        )
+        constant_keys = all(isinstance(e.key, ast.Literal) and type(e.key.value) is str for e in node.entries)
         keys = [e.key.value for e in node.entries if isinstance(e.key, ast.Literal)]
-        if simple and len(set(keys)) == len(keys):
-            values = [self.node(e.value) for e in node.entries]
-            items = ", ".join(f"{k!r}: {v}" for k, v in zip(keys, values, strict=True))
-            self.emit(f"{out} = {{{items}}}")
+        if constant_keys and len(set(keys)) == len(keys):
+            # Distinct constant string keys: no key can be invalid or repeated.
+            if not any(e.optional for e in node.entries):
+                values = [self.node(e.value) for e in node.entries]
+                items = ", ".join(f"{k!r}: {v}" for k, v in zip(keys, values, strict=True))
+                self.emit(f"{out} = {{{items}}}")
+                return out
+            self.emit(f"{out} = {{}}")
+            for entry, key in zip(node.entries, keys, strict=True):
+                if entry.optional:
+                    self._optional_into(entry.value, "optional entry", entry.pos, f"{out}[{key!r}] = {{}}")
+                else:
+                    self.emit(f"{out}[{key!r}] = {self.node(entry.value)}")
             return out
         self.emit(f"{out} = {{}}")
         for entry in node.entries:
@@ -823,21 +837,53 @@ class CodeGenerator:
         # Field names and the message type were validated by the closure compiler.
         type_name_ = node.type_name.lstrip(".")
         out = self.tmp()
+        # Built without ObjectValue.__init__ (a Python call): an empty value, then its fields.
         if not any(e.optional for e in node.entries):
             values = [self.node(e.value) for e in node.entries]
-            fields = ", ".join(f"{e.key!r}: {v}" for e, v in zip(node.entries, values, strict=True))
-            self.emit(f"{out} = _ObjectValue({type_name_!r}, {{{fields}}})")
+            self.emit(f"{out} = _new_dict(_ObjectValue); {out}.type_name = {type_name_!r}")
+            for e, v in zip(node.entries, values, strict=True):
+                self.emit(f"{out}[{e.key!r}] = {v}")
             return out
-        self.emit(f"{out} = _ObjectValue({type_name_!r})")
+        self.emit(f"{out} = _new_dict(_ObjectValue); {out}.type_name = {type_name_!r}")
         for entry in node.entries:
-            value = self.node(entry.value)
             if entry.optional:
-                opt = self.tmp()
-                self.emit(f"{opt} = _optional_element({value}, 'optional field', {entry.pos})")
-                self.emit(f"if {opt}.has_value: {out}[{entry.key!r}] = {opt}.value")
+                self._optional_into(entry.value, "optional field", entry.pos, f"{out}[{entry.key!r}] = {{}}")
             else:
-                self.emit(f"{out}[{entry.key!r}] = {value}")
+                self.emit(f"{out}[{entry.key!r}] = {self.node(entry.value)}")
         return out
+
+    def _optional_into(self, node: ast.Node, what: str, pos: int, store: str) -> None:
+        """Emit ``store`` (a statement with ``{}`` for the value) when the optional
+        ``node`` has a value; it must be an optional (or the ``what`` overload fails).
+
+        ``x.?f`` (possibly wrapped in ``dyn()``) on a map stores ``x['f']`` without
+        building the optional; other operands take the general path.
+        """
+        inner = node
+        while isinstance(inner, ast.Call) and self._is_dyn(inner):
+            inner = inner.args[0]
+        if isinstance(inner, ast.Select) and inner.optional and not inner.test_only and self.blocks < _MAX_BLOCKS:
+            operand = self.local(inner.operand)
+            f = repr(inner.field)
+            self.emit(f"if type({operand}) is dict:")
+            self.emit(f"    if {f} in {operand}: " + store.format(f"{operand}[{f}]"))
+            self.emit("else:")
+            with self.block():
+                opt = self.tmp()
+                self.emit(f"{opt} = _opt_select({operand}, {f}, {inner.pos})")
+                self.emit(f"if {opt}.has_value: " + store.format(f"{opt}.value"))
+            return
+        value = self.node(node)
+        opt = self.tmp()
+        self.emit(f"{opt} = _optional_element({value}, {what!r}, {pos})")
+        self.emit(f"if {opt}.has_value: " + store.format(f"{opt}.value"))
+
+    def _is_dyn(self, node: ast.Call) -> bool:
+        """``dyn(x)``: the identity at run time (its cost is part of the fixed cost)."""
+        if node.target is not None or len(node.args) != 1 or node.function.lstrip(".") != "dyn":
+            return False
+        fn = self.env.library.lookup("dyn", receiver=False)
+        return fn is not None and fn.impl is to_dyn and fn.cost is None and not fn.needs_budget
 
     # -- comprehensions ---------------------------------------------------------------------------
     def _Comprehension(self, node: ast.Comprehension) -> str:

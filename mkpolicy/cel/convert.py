@@ -87,6 +87,10 @@ def from_cel(value: Any) -> Any:
     return value
 
 
+#: Types of the values that are JSON as they are (floats are checked: NaN is not).
+_LEAVES = frozenset({str, int, bool, type(None)})
+
+
 def to_json(value: Any) -> Any:
     """Convert a CEL value into a JSON-compatible value, as Kubernetes serialises it.
 
@@ -106,12 +110,11 @@ def to_json(value: Any) -> Any:
         for k, v in value.items():
             if type(k) is not str:
                 raise EvalError(f"map key {k!r} of type {type_name(k)} cannot be a JSON object key")
-            tv = type(v)
             # Leaves inline: most of an object is strings, ints and booleans.
-            out[k] = v if tv is str or tv is int or tv is bool or v is None else to_json(v)
+            out[k] = v if type(v) in _LEAVES else to_json(v)
         return out
     if t is list or t is tuple:
-        return [v if type(v) is str or type(v) is int or v is None else to_json(v) for v in value]
+        return [v if type(v) in _LEAVES else to_json(v) for v in value]
     if t is bytes:
         return base64.b64encode(value).decode("ascii")
     if t is Timestamp:

@@ -74,12 +74,12 @@ class Program:
         try:
             if generated is not None:
                 if budget is None:
+                    if self.fixed_cost > cost_limit:
+                        raise EvalError(_overrun(cost_limit), 0, cost=True)
                     if not self._needs_budget:
                         # Straight-line code: its cost is the fixed cost, known now.
-                        if self.fixed_cost > cost_limit:
-                            raise EvalError(_overrun(cost_limit), 0, cost=True)
                         return generated(bindings, None)
-                    budget = Budget(cost_limit)
+                    return generated(bindings, Budget(cost_limit, self.fixed_cost))
                 budget.charge(self.fixed_cost, 0)
                 return generated(bindings, budget)
             if budget is None:

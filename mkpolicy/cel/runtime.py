@@ -49,10 +49,11 @@ class LazyMap(Mapping[str, Any]):
 
     __slots__ = ("_cache", "_compute", "_names")
 
-    def __init__(self, names: list[str], compute: Callable[[str], Any]) -> None:
+    def __init__(self, names: list[str], compute: Callable[[str], Any], cache: dict[str, Any] | None = None) -> None:
+        """``cache`` holds entries known in advance (it is used, not copied)."""
         self._names = names
         self._compute = compute
-        self._cache: dict[str, Any] = {}
+        self._cache: dict[str, Any] = {} if cache is None else cache
 
     def __getitem__(self, key: str) -> Any:
         try:
@@ -76,9 +77,11 @@ class Budget:
 
     __slots__ = ("limit", "remaining")
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, spent: int = 0) -> None:
+        """A budget of ``limit``, of which ``spent`` is already used (it may exceed
+        the limit: the next :meth:`charge` then fails)."""
         self.limit = limit
-        self.remaining = limit
+        self.remaining = limit - spent
 
     def charge(self, amount: int, pos: int | None = None) -> None:
         """Spend ``amount``; raise a cost error (at ``pos``) when the budget is exhausted."""

@@ -35,5 +35,5 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "json":
         sys.stdout.write(json.dumps(infos if len(infos) > 1 else infos[0], indent=2) + "\n")
     else:
-        sys.stdout.write("\n".join(render_text(info) for info in infos))
+        sys.stdout.write("\n".join(render_text(info).rstrip("\n") + "\n" for info in infos))
     return EXIT_OK

@@ -18,8 +18,9 @@ from typing import Any
 from mkpolicy.cel import Environment
 from mkpolicy.cel.ast import Ident
 from mkpolicy.cel.values import Timestamp
+from mkpolicy.engine.apply import merge_schema
 from mkpolicy.engine.context import Context
-from mkpolicy.engine.expressions import POLICY_VARIABLES, Locator, PolicyExpression, lazy_variables
+from mkpolicy.engine.expressions import POLICY_VARIABLES, Locator, PolicyExpression, Variables, VariableScope
 from mkpolicy.engine.generic import (
     FORBIDDEN_METADATA,
     ORIGIN_LABEL,
@@ -39,6 +40,7 @@ from mkpolicy.structural import Schema
 log = logging.getLogger("mkpolicy.engine")
 
 _MISSING = object()
+_FORBIDDEN = frozenset(FORBIDDEN_METADATA)
 
 
 def _mutations(
@@ -67,6 +69,7 @@ class Adapter:
         spec = policy.spec
         self.gvk = parse_gvk(spec.framework)
         self.schema = schema
+        self._merge_schema = merge_schema(schema)
         self.params = copy_json(spec.params) if spec.params is not None else None
         self.fail = spec.failure_policy == "Fail"
         self.identifier = spec.creation.workload_identifier
@@ -75,6 +78,7 @@ class Adapter:
         self.ignored_count = 0
         self.managed_by_tokens = check_pointer(spec.managed_by.path) if spec.managed_by is not None else None
         self.managed_by_value = spec.managed_by.value if spec.managed_by is not None else None
+        self._api_version, self._kind = self.gvk.api_version, self.gvk.kind
         locator = Locator(policy)
         env = Environment.of(POLICY_VARIABLES)
         self.match_conditions = [
@@ -90,22 +94,24 @@ class Adapter:
             )
             for i, mc in enumerate(spec.match_conditions)
         ]
-        self.variables = [
-            (
-                v.name,
-                PolicyExpression(
-                    v.expression,
-                    ("spec", "variables", i, "expression"),
-                    f"policy {policy.name}: variable {v.name!r}",
-                    locator,
-                    env,
-                ),
-            )
-            for i, v in enumerate(spec.variables)
-        ]
+        self.variables = Variables(
+            [
+                (
+                    v.name,
+                    PolicyExpression(
+                        v.expression,
+                        ("spec", "variables", i, "expression"),
+                        f"policy {policy.name}: variable {v.name!r}",
+                        locator,
+                        env,
+                    ),
+                )
+                for i, v in enumerate(spec.variables)
+            ]
+        )
         self.creation = _mutations(policy, "creation", spec.creation.patches, locator, env)
         self.sync_patches = _mutations(policy, "sync", spec.sync.patches, locator, env)
-        expressions = [e for _, e in self.match_conditions + self.variables]
+        expressions = [e for _, e in self.match_conditions] + list(self.variables.by_name.values())
         expressions += [m.expression for m in self.creation + self.sync_patches]
         self._uses_now = any(
             isinstance(node, Ident) and node.name == "now" for e in expressions for node in e.ast.walk()
@@ -123,22 +129,23 @@ class Adapter:
         Errors in match conditions raise with ``failurePolicy: Fail``; with ``Ignore``
         the object counts as not managed and the reason says why.
         """
-        if obj.get("apiVersion") != self.gvk.api_version or obj.get("kind") != self.gvk.kind:
+        if obj.get("apiVersion") != self._api_version or obj.get("kind") != self._kind:
             return False, (
-                f"the policy is for {self.gvk} (apiVersion {self.gvk.api_version}, kind {self.gvk.kind}); "
+                f"the policy is for {self.gvk} (apiVersion {self._api_version}, kind {self._kind}); "
                 f"found apiVersion {obj.get('apiVersion')!r}, kind {obj.get('kind')!r}"
             )
         if self.managed_by_tokens is not None:
             found, value = get_pointer(obj, self.managed_by_tokens)
-            dotted = "." + ".".join(self.managed_by_tokens)
-            if found and not isinstance(value, str):
-                return False, f"expected {dotted} to be a string; found {type(value).__name__} {value!r}"
-            if not found or value != self.managed_by_value:
-                want, got = json.dumps(self.managed_by_value), json.dumps(value or "")
-                return False, f"Expecting {dotted} to be {want} not {got}"
+            if not found or value != self.managed_by_value or type(value) is not str:
+                dotted = "." + ".".join(self.managed_by_tokens)
+                if found and not isinstance(value, str):
+                    return False, f"expected {dotted} to be a string; found {type(value).__name__} {value!r}"
+                if not found or value != self.managed_by_value:
+                    want, got = json.dumps(self.managed_by_value), json.dumps(value or "")
+                    return False, f"Expecting {dotted} to be {want} not {got}"
         if self.match_conditions:
             ctx = ctx or Context()
-            bindings = self._bindings(dict(obj), dict(obj), None, ctx, self._now(ctx))
+            bindings, _ = self._bindings(dict(obj), dict(obj), None, ctx, self._now(ctx))
             for name, expr in self.match_conditions:
                 try:
                     result = expr.evaluate(bindings)
@@ -156,6 +163,14 @@ class Adapter:
         return True, ""
 
     def _require_managed(self, obj: Mapping[str, Any], ctx: Context) -> None:
+        # The common case first: the right kind, managed by MultiKueue, no match conditions.
+        if obj.get("apiVersion") == self._api_version and obj.get("kind") == self._kind and not self.match_conditions:
+            tokens = self.managed_by_tokens
+            if tokens is None:
+                return
+            found, value = get_pointer(obj, tokens)
+            if found and type(value) is str and value == self.managed_by_value:
+                return
         managed, reason = self.is_managed(obj, ctx)
         if not managed:
             raise NotManagedError(reason, Location(where=f"policy {self.name}"))
@@ -181,7 +196,7 @@ class Adapter:
         # that fails are the patches replayed one by one, to name the patch that broke
         # it (and, under failurePolicy Ignore, to skip it).
         skipped: list[MkpolicyError] = []
-        now = self._now(ctx)  # one instant per call, replays included
+        now = self._now(ctx) if self._uses_now else None  # one instant per call, replays included
         worker = self._apply(self.creation, start, manager, None, ctx, now, skipped, None)
         if self._creation_violation(worker, start, ctx, place) is not None:
             skipped = []
@@ -195,7 +210,8 @@ class Adapter:
                 skipped,
                 lambda new, old: self._creation_violation(new, old, ctx, place),
             )
-        self._record(skipped, ignored)
+        if skipped or ignored is not None:
+            self._record(skipped, ignored)
         return worker
 
     def _apply(
@@ -210,16 +226,21 @@ class Adapter:
         check: Callable[[Any, dict[str, Any]], str | None] | None,
     ) -> dict[str, Any]:
         """Apply ``mutations`` in order; ``check`` (new, old) names an invariant broken."""
-        bindings = self._bindings(target, manager, worker, ctx, now)
+        bindings, scope = self._bindings(target, manager, worker, ctx, now)
+        schema = self._merge_schema
+        current = target
         for mutation in mutations:
-            bindings["object"] = target
-            if self.variables:
-                bindings["variables"] = lazy_variables(self.variables, bindings)
+            if target is not current:
+                # Patches never modify their input: a new object is a new version.
+                bindings["object"] = current = target
+                if scope is not None:
+                    bindings["variables"] = scope.refresh()
             try:
-                new = mutation.apply(target, bindings, self.schema)
-                violation = check(new, target) if check is not None else None
-                if violation is not None:
-                    raise PatchError(f"the patch breaks an invariant: {violation}", mutation.expression.location())
+                new = mutation.apply(target, bindings, schema)
+                if check is not None:
+                    violation = check(new, target)
+                    if violation is not None:
+                        raise PatchError(f"the patch breaks an invariant: {violation}", mutation.expression.location())
             except (CelError, PatchError) as exc:
                 if self.fail:
                     raise
@@ -248,9 +269,10 @@ class Adapter:
             holder = meta.get(place)
             if not isinstance(holder, dict) or holder.get(PREBUILT_WORKLOAD_KEY) != ctx.workload_name:
                 return f"the prebuilt-workload {place[:-1]} {PREBUILT_WORKLOAD_KEY} was changed or removed"
-        for key in FORBIDDEN_METADATA:
-            if key in meta:
-                return f"metadata.{key} must not be set on a worker copy"
+        if not _FORBIDDEN.isdisjoint(meta):  # one test; the loop names the first, in order
+            for key in FORBIDDEN_METADATA:
+                if key in meta:
+                    return f"metadata.{key} must not be set on a worker copy"
         if self.managed_by_tokens is not None and get_pointer(new, self.managed_by_tokens)[0]:
             return f"the managedBy field /{'/'.join(self.managed_by_tokens)} must stay removed"
         if "status" in new:
@@ -289,11 +311,12 @@ class Adapter:
                 manager,
                 dict(worker_obj),
                 ctx,
-                self._now(ctx),
+                self._now(ctx) if self._uses_now else None,
                 skipped,
                 lambda new, old: self._sync_violation(new, manager),
             )
-            self._record(skipped, ignored)
+            if skipped or ignored is not None:
+                self._record(skipped, ignored)
         patch = create_merge_patch(manager, target)
         if not patch:
             return None
@@ -306,9 +329,12 @@ class Adapter:
             return "the object must stay a JSON object"
         if self.sync_subresource == "status":
             # Copy-on-write keeps untouched subtrees identical: compare by identity first.
-            same = all(k == "status" or new.get(k, _MISSING) is v for k, v in manager.items())
-            if same and all(k == "status" or k in manager for k in new):
-                return None
+            if len(new) - ("status" in new) == len(manager) - ("status" in manager):
+                for k, v in manager.items():
+                    if new.get(k, _MISSING) is not v and k != "status":
+                        break
+                else:
+                    return None  # same keys outside status (as many, all found), same values
             outside = {k: v for k, v in new.items() if k != "status"}
             before = {k: v for k, v in manager.items() if k != "status"}
             changed = create_merge_patch(before, outside)
@@ -336,7 +362,9 @@ class Adapter:
         worker: dict[str, Any] | None,
         ctx: Context,
         now: Timestamp | None,
-    ) -> dict[str, Any]:
+    ) -> tuple[dict[str, Any], VariableScope | None]:
+        """The bindings of one call, and the scope of its variables when they must be
+        refreshed after ``object`` changes (see :meth:`Variables.bind`)."""
         bindings: dict[str, Any] = {
             "object": target,
             "managerObject": manager,
@@ -348,8 +376,7 @@ class Adapter:
             "now": now,
             "params": self.params,
         }
-        bindings["variables"] = lazy_variables(self.variables, bindings)
-        return bindings
+        return bindings, self.variables.bind(bindings)
 
     def _record(self, skipped: list[MkpolicyError], ignored: list[MkpolicyError] | None) -> None:
         """Count and log patches skipped under ``failurePolicy: Ignore`` (never silently)."""

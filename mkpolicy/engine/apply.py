@@ -25,14 +25,59 @@ from mkpolicy.errors import PatchError
 from mkpolicy.structural import Schema, is_absent
 
 
-def apply_configuration(obj: dict[str, Any], patch: dict[str, Any], schema: Schema | None) -> dict[str, Any]:
+class MergeSchema:
+    """A :class:`Schema` node as the merge reads it, each answer computed once.
+
+    Navigating a structural schema builds a new node per step; an adapter keeps one
+    ``MergeSchema`` for its kind, so every merge after the first finds the children and
+    their list types ready.
+    """
+
+    __slots__ = ("_fields", "_items", "absent", "atomic_map", "known", "list_map_keys", "list_type", "schema")
+
+    def __init__(self, schema: Schema, absent: bool = False) -> None:
+        self.schema = schema
+        #: A field the parent does not declare.
+        self.absent = absent
+        self.known = schema.known
+        self.atomic_map = schema.atomic_map
+        self.list_type = schema.list_type
+        self.list_map_keys = schema.list_map_keys
+        self._fields: dict[str, MergeSchema] = {}
+        self._items: MergeSchema | None = None
+
+    def field(self, name: str) -> MergeSchema:
+        """The schema of field ``name``."""
+        found = self._fields.get(name)
+        if found is None:
+            child = self.schema.field(name)
+            found = self._fields[name] = MergeSchema(child, is_absent(child))
+        return found
+
+    def items(self) -> MergeSchema:
+        """The schema of a list's elements."""
+        if self._items is None:
+            self._items = MergeSchema(self.schema.items())
+        return self._items
+
+
+def merge_schema(schema: Schema | None) -> MergeSchema:
+    """The :class:`MergeSchema` of ``schema`` (unknown territory when None)."""
+    return MergeSchema(schema if schema is not None else Schema.deduced())
+
+
+def apply_configuration(
+    obj: dict[str, Any], patch: dict[str, Any], schema: Schema | MergeSchema | None
+) -> dict[str, Any]:
     """Merge ``patch`` into ``obj`` (neither is modified) and return the result.
 
     Raises :class:`PatchError` listing every atomic value the patch sets and every
     field the schema does not declare, as Kubernetes rejects such configurations.
     """
     problems: list[str] = []
-    merged = _merge(obj, patch, schema if schema is not None else Schema.deduced(), "", problems)
+    if not isinstance(schema, MergeSchema):
+        schema = merge_schema(schema)
+    merged = _merge(obj, patch, schema, "", problems)
     if problems:
         raise PatchError(
             "invalid ApplyConfiguration: "
@@ -44,22 +89,27 @@ def apply_configuration(obj: dict[str, Any], patch: dict[str, Any], schema: Sche
     return merged
 
 
-def _merge(live: Any, patch: Any, schema: Schema, path: str, problems: list[str]) -> Any:
+def _merge(live: Any, patch: Any, schema: MergeSchema, path: str, problems: list[str]) -> Any:
     """Merge one value, checking the patch against the schema on the way."""
-    if isinstance(patch, dict):
+    if type(patch) is dict or isinstance(patch, dict):
         if schema.atomic_map:
             problems.append(f"{path or '.'} is an atomic map or struct and may not be set")
             return live
         out = dict(live) if isinstance(live, dict) else {}
+        known = schema.known
         for key, value in patch.items():
             child = schema.field(key)
-            if schema.known and is_absent(child):
+            if known and child.absent:
                 problems.append(f"{path}.{key}: field not declared in schema")
                 continue
             if value is None:
                 out.pop(key, None)
                 continue
-            out[key] = _merge(out.get(key), value, child, f"{path}.{key}", problems)
+            tv = type(value)
+            if tv is str or tv is int or tv is bool or tv is float:
+                out[key] = value  # a scalar replaces
+            else:
+                out[key] = _merge(out.get(key), value, child, f"{path}.{key}", problems)
         return out
     if isinstance(patch, list):
         list_type = schema.list_type
@@ -76,7 +126,9 @@ def _merge(live: Any, patch: Any, schema: Schema, path: str, problems: list[str]
     return patch
 
 
-def _merge_map_list(live: list[Any], patch: list[Any], schema: Schema, path: str, problems: list[str]) -> list[Any]:
+def _merge_map_list(
+    live: list[Any], patch: list[Any], schema: MergeSchema, path: str, problems: list[str]
+) -> list[Any]:
     keys = schema.list_map_keys
     items = schema.items()
 

@@ -21,13 +21,16 @@ Deliberate deviations from Kubernetes, where v4 misbehaves:
 * ``replace`` with a negative index is an error (v4 panics).
 
 Application is copy-on-write: containers along each operation's path are copied, the
-rest of the document is shared with the input, which is never modified.
+rest of the document is shared with the input, which is never modified. Well-formed
+``add``, ``remove`` and ``replace`` operations (nearly all of them) are applied as
+*steps*: a function of the parent container and the path parsed once per distinct path,
+without building an operation object; ``test``, ``move`` and ``copy`` use the classes.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -70,6 +73,54 @@ def _index(token: str, location: str, allow_negative: bool) -> int:
     return value
 
 
+def _add_at(container: Any, token: str, value: Any, location: str) -> None:
+    if isinstance(container, dict):
+        container[token] = value
+    elif isinstance(container, list):
+        if token == "-":
+            container.append(value)
+            return
+        i = _index(token, location, allow_negative=True)
+        size = len(container) + 1
+        if i >= size or i < -size:
+            raise PatchError(f"array index {i} out of range for add at {location!r} (length {size - 1})")
+        container.insert(i + size if i < 0 else i, value)
+    else:
+        raise PatchError(f"cannot add {location!r}: the parent is not an object or array")
+
+
+def _remove_at(container: Any, token: str, value: Any, location: str) -> None:
+    if isinstance(container, dict):
+        if token not in container:
+            raise PatchError(f"cannot remove {location!r}: the member does not exist")
+        del container[token]
+    elif isinstance(container, list):
+        i = _index(token, location, allow_negative=True)
+        if i >= len(container) or i < -len(container):
+            raise PatchError(f"array index {i} out of range for remove at {location!r}")
+        del container[i]
+    else:
+        raise PatchError(f"cannot remove {location!r}: the parent is not an object or array")
+
+
+def _replace_at(container: Any, token: str, value: Any, location: str) -> None:
+    if isinstance(container, dict):
+        container[token] = value  # Kubernetes: a missing member is added
+    elif isinstance(container, list):
+        i = _index(token, location, allow_negative=False)
+        if i >= len(container):
+            raise PatchError(f"array index {i} out of range for replace at {location!r}")
+        container[i] = value
+    else:
+        raise PatchError(f"cannot replace {location!r}: the parent is not an object or array")
+
+
+#: ``at(container, token, value, location)`` applies an add, remove or replace to the
+#: parent ``container`` of its target, whose member is ``token`` (``value`` is ignored
+#: by remove; ``location`` is the path, for error messages).
+At = Callable[[Any, str, Any, str], None]
+
+
 class _Cheap(jsonpatch.PatchOperation):
     """Construction without re-rendering the pointer (the library renders ``path`` from
     the parsed pointer on every construction, a real cost when patches run per request)."""
@@ -77,65 +128,30 @@ class _Cheap(jsonpatch.PatchOperation):
     operation: dict[str, Any]
     pointer: jsonpointer.JsonPointer
     location: str
+    pointer_cls = jsonpointer.JsonPointer
+    at: At
 
     def __init__(self, operation: dict[str, Any]) -> None:
-        self.pointer_cls = jsonpointer.JsonPointer
         self.location = operation["path"]
         self.pointer = _pointer(self.location)
         self.operation = operation
 
-
-class _Add(_Cheap, jsonpatch.AddOperation):
     def apply(self, obj: Any) -> Any:
         container, token = _parent(self, obj)
-        value = self.operation.get("value")
-        if isinstance(container, dict):
-            container[token] = value
-        elif isinstance(container, list):
-            if token == "-":
-                container.append(value)
-                return obj
-            i = _index(token, self.location, allow_negative=True)
-            size = len(container) + 1
-            if i >= size or i < -size:
-                raise PatchError(f"array index {i} out of range for add at {self.location!r} (length {size - 1})")
-            container.insert(i + size if i < 0 else i, value)
-        else:
-            raise PatchError(f"cannot add {self.location!r}: the parent is not an object or array")
+        type(self).at(container, token, self.operation.get("value"), self.location)
         return obj
+
+
+class _Add(_Cheap, jsonpatch.AddOperation):
+    at = staticmethod(_add_at)
 
 
 class _Remove(_Cheap, jsonpatch.RemoveOperation):
-    def apply(self, obj: Any) -> Any:
-        container, token = _parent(self, obj)
-        if isinstance(container, dict):
-            if token not in container:
-                raise PatchError(f"cannot remove {self.location!r}: the member does not exist")
-            del container[token]
-        elif isinstance(container, list):
-            i = _index(token, self.location, allow_negative=True)
-            if i >= len(container) or i < -len(container):
-                raise PatchError(f"array index {i} out of range for remove at {self.location!r}")
-            del container[i]
-        else:
-            raise PatchError(f"cannot remove {self.location!r}: the parent is not an object or array")
-        return obj
+    at = staticmethod(_remove_at)
 
 
 class _Replace(_Cheap, jsonpatch.ReplaceOperation):
-    def apply(self, obj: Any) -> Any:
-        container, token = _parent(self, obj)
-        value = self.operation.get("value")
-        if isinstance(container, dict):
-            container[token] = value  # Kubernetes: a missing member is added
-        elif isinstance(container, list):
-            i = _index(token, self.location, allow_negative=False)
-            if i >= len(container):
-                raise PatchError(f"array index {i} out of range for replace at {self.location!r}")
-            container[i] = value
-        else:
-            raise PatchError(f"cannot replace {self.location!r}: the parent is not an object or array")
-        return obj
+    at = staticmethod(_replace_at)
 
 
 class _Test(_Cheap, jsonpatch.TestOperation):
@@ -178,7 +194,8 @@ OPERATIONS: Mapping[str, type[jsonpatch.PatchOperation]] = MappingProxyType(
 def _operation(index: int, op: Any) -> jsonpatch.PatchOperation:
     # Fast path for the common, well-formed add/remove/replace/test.
     if type(op) is dict:
-        cheap = _CHEAP.get(op.get("op"))  # type: ignore[arg-type]
+        kind = op.get("op")
+        cheap = _CHEAP.get(kind) if type(kind) is str else None
         path = op.get("path")
         if cheap is not None and type(path) is str and path[:1] == "/":
             try:
@@ -220,6 +237,37 @@ def _pointer(path: str) -> jsonpointer.JsonPointer:
     return jsonpointer.JsonPointer(path)
 
 
+def _writable_parent(parts: list[str], location: str, doc: Any, fresh: set[int]) -> tuple[Any, str]:
+    """:func:`_parent` for an operation that writes: the containers along the path
+    become private copies on the way (copy-on-write; ``fresh`` as for :func:`_thaw`)."""
+    cur = doc
+    for k in range(len(parts) - 1):
+        part = parts[k]
+        if type(cur) is dict or isinstance(cur, dict):
+            if part not in cur:
+                raise PatchError(f"missing path: {location!r} (no member {part!r})")
+            key: Any = part
+        elif isinstance(cur, list):
+            if not part.isdigit() or (len(part) > 1 and part[0] == "0") or int(part) >= len(cur):
+                raise PatchError(f"missing path: {location!r} (no array element {part!r})")
+            key = int(part)
+        else:
+            raise PatchError(f"missing path: {location!r} ({part!r} is inside a scalar)")
+        child = cur[key]
+        if id(child) not in fresh:
+            if type(child) is dict or isinstance(child, dict):
+                child = dict(child)
+            elif isinstance(child, list):
+                child = list(child)
+            else:
+                cur = child
+                continue
+            fresh.add(id(child))
+            cur[key] = child
+        cur = child
+    return cur, parts[-1]
+
+
 def _thaw(doc: Any, parents: list[str], fresh: set[int]) -> None:
     """Make the containers along ``parents`` private copies so they can be modified.
 
@@ -243,21 +291,98 @@ def _thaw(doc: Any, parents: list[str], fresh: set[int]) -> None:
         cur = child
 
 
+#: One checked add, remove or replace: (at, parsed path, path, op, value).
+Step = tuple[At, list[str], str, str, Any]
+
+#: The operations applied by a function of their parent container, without an object
+#: (a plain dict, read on every patch: do not modify it).
+WRITERS: dict[str, At] = {"add": _add_at, "remove": _remove_at, "replace": _replace_at}
+
+_PARTS: dict[str, list[str]] = {}
+_PARTS_LIMIT = 4096
+
+
+def pointer_parts(path: str) -> list[str]:
+    """The decoded tokens of the JSON pointer ``path`` (parsed once per distinct path;
+    raises ``jsonpointer.JsonPointerException``). The list is shared: do not modify it."""
+    parts = _PARTS.get(path)
+    if parts is None:
+        # Policies build the same few paths over and over; parsing them once matters.
+        parts = jsonpointer.JsonPointer(path).parts
+        if len(_PARTS) >= _PARTS_LIMIT:
+            _PARTS.clear()
+        _PARTS[path] = parts
+    return parts
+
+
+def apply_steps(doc: dict[str, Any], steps: list[Step]) -> dict[str, Any]:
+    """Apply checked add/remove/replace steps to ``doc`` (not modified), copy-on-write.
+
+    Raises :class:`PatchError` naming the failing operation, as :func:`apply_json_patch`.
+    """
+    result = dict(doc)
+    fresh = {id(result)}
+    for i, (at, parts, location, kind, value) in enumerate(steps, 1):
+        try:
+            if len(parts) == 1:
+                at(result, parts[0], value, location)  # a member of the root (a fresh copy)
+            else:
+                container, token = _writable_parent(parts, location, result, fresh)
+                at(container, token, value, location)
+        except PatchError as exc:
+            raise PatchError(f"operation {i} ({kind} {location}): {exc.message}") from None
+    return result
+
+
 def apply_json_patch(doc: dict[str, Any], operations: list[dict[str, Any]]) -> dict[str, Any]:
     """Apply ``operations`` to ``doc`` with Kubernetes' semantics; ``doc`` is not modified.
 
     Returns the patched document, or ``doc`` itself when a ``test`` operation fails.
     Raises :class:`PatchError` naming the failing operation.
     """
-    ops = [_operation(i, op) for i, op in enumerate(operations)]
+    # Every operation is checked before any is applied. Well-formed add, remove and
+    # replace operations (nearly all of them) need no operation object: their parsed
+    # path and the function applying them are enough.
+    steps: list[Step] = []
+    ops: list[jsonpatch.PatchOperation] = []  # the others, when there are any: all as objects
+    for i, op in enumerate(operations):
+        if type(op) is dict:
+            kind = op.get("op")
+            path = op.get("path")
+            if type(kind) is str and type(path) is str and path[:1] == "/":
+                at = WRITERS.get(kind)
+                if at is not None:
+                    try:
+                        parts = pointer_parts(path)
+                    except jsonpointer.JsonPointerException as exc:
+                        raise PatchError(f"operation {i + 1} ({kind}): {exc}") from None
+                    steps.append((at, parts, path, kind, op.get("value")))
+                    continue
+        ops.append(_operation(i, op))
+    if not ops:
+        return apply_steps(doc, steps)
+    if steps:
+        ops = [_operation(i, op) for i, op in enumerate(operations)]
+    return _apply_operations(doc, ops)
+
+
+def _apply_operations(doc: dict[str, Any], ops: list[jsonpatch.PatchOperation]) -> dict[str, Any]:
     result: Any = dict(doc)
     fresh: set[int] = {id(result)}
     for i, op in enumerate(ops):
-        # Copy-on-write: the containers this operation modifies become private copies.
-        _thaw(result, op.pointer.parts[:-1], fresh)
-        if op.operation["op"] == "move":
-            _thaw(result, op.operation["from"].parts[:-1], fresh)
         try:
+            if isinstance(op, _Test):
+                op.apply(result)  # reads only
+                continue
+            if isinstance(op, _Cheap):
+                # Copy-on-write: the containers this operation modifies become private copies.
+                container, token = _writable_parent(op.pointer.parts, op.location, result, fresh)
+                type(op).at(container, token, op.operation.get("value"), op.location)
+                continue
+            # move and copy: the library's operations.
+            _thaw(result, op.pointer.parts[:-1], fresh)
+            if op.operation["op"] == "move":
+                _thaw(result, op.operation["from"].parts[:-1], fresh)
             result = op.apply(result)
             if op.operation["op"] == "move":
                 # The moved value came from the input document: give the result its own.

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from mkpolicy.cel import Environment
+from mkpolicy.engine.apply import merge_schema
 from mkpolicy.engine.expressions import Locator, PolicyExpression
 from mkpolicy.engine.mutation import CompiledMutation, PatchType
 from mkpolicy.errors import PatchError
@@ -49,6 +50,7 @@ def mutate(
         expr = PolicyExpression(expression, (), where, Locator(), env)
         compiled.append(CompiledMutation(cast(PatchType, patch_type), expr))
     current = copy_json(dict(obj))
+    merge = merge_schema(structural)
     for mutation in compiled:
-        current = mutation.apply(current, {"object": current, "oldObject": None, "params": params}, structural)
+        current = mutation.apply(current, {"object": current, "oldObject": None, "params": params}, merge)
     return current  # type: ignore[no-any-return]

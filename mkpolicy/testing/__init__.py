@@ -1,8 +1,9 @@
 """Test support shipped with mkpolicy: the loopback Kubernetes API server (DESIGN.md §5).
 
 ``mkpolicy.testing.ApiServer`` is :class:`mkpolicy.testing.apiserver.ApiServer`;
-pytest fixtures live in :mod:`mkpolicy.testing.fixtures`. Names are imported lazily so
-that importing this package stays cheap.
+pytest fixtures live in :mod:`mkpolicy.testing.fixtures`, and real clusters as an opt-in
+target of the same tests in :mod:`mkpolicy.testing.targets` (docs/testing.md). Names are
+imported lazily so that importing this package stays cheap.
 """
 
 from __future__ import annotations

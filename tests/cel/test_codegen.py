@@ -54,6 +54,16 @@ CORPUS = [
     "ip('10.0.0.1').isGlobalUnicast() && cidr('10.0.0.0/8').containsIP('10.1.2.3')",
     "math.greatest(object.spec.tasks.map(t, t.retries))",
     "object.spec.tasks.map(t, t.name in ['t1', 't2']).filter(b, b).size()",
+    # Optional entries, elements and fields (inlined for x.?f on maps, dyn() included).
+    "{?'a': dyn(object.spec.?timeouts), ?'b': object.spec.?nope, 'c': 1, ?'d': optional.of(2)}",
+    "{?'a': object.?spec.?timeouts.?pipeline, ?'b': dyn(dyn(object.metadata.?labels))}",
+    "[?object.spec.?timeouts, ?optional.none(), 1, ?object.status.?conditions]",
+    "Object{?spec: object.?spec, ?status: object.?nope, metadata: Object.metadata{?labels: object.metadata.?labels}}",
+    "{?'a': {'x': 1}.?x, ?'b': variables.?count}",
+    "dyn(object.metadata.name) + dyn('-') + string(dyn(1))",
+    # 'in' on maps.
+    "'app' in object.metadata.labels && !('nope' in object.metadata.labels) && 1 in {1: 2}",
+    "'count' in variables && !('nope' in variables)",
 ]
 
 
@@ -92,6 +102,13 @@ ERRORS = [
     "[1, 2].filter(x, x)",
     "{'a': 1}.transformMapEntry(k, v, v)",
     "1 / 0 == 1",
+    "[?object.metadata.name, object.nope]",
+    "{?'a': 1}",
+    "{?'a': dyn(object.metadata.name)}",
+    "{?'a': object.metadata.name.?x}",
+    "Object{?spec: object.spec}",
+    "[?object.spec.?timeouts, ?object.metadata.nope.?x]",
+    "1 in object.metadata.name",
 ]
 
 
@@ -150,3 +167,24 @@ def test_errors_of_lazy_variables_are_positioned() -> None:
             program.evaluate({"variables": LazyMap(["broken"], compute)})
         assert info.value.message == "variable 'broken' failed"
         assert info.value.offset == 14
+
+
+def test_message_literals_keep_their_type_names() -> None:
+    # ObjectValue equality ignores the message name; its repr does not.
+    for expression in [
+        "Object{metadata: Object.metadata{labels: {'a': 'b'}}, ?spec: optional.of(Object.spec{})}",
+        "[JSONPatch{op: 'add', path: '/a', value: 1}]",
+    ]:
+        generated = _run(expression, "codegen")
+        closures = _run(expression, "closures")
+        assert repr(generated) == repr(closures)
+        assert "Object.metadata{" in repr(generated) or "JSONPatch{" in repr(generated)
+
+
+def test_a_limit_below_the_fixed_cost_fails_at_once() -> None:
+    for backend in ("codegen", "closures"):
+        program = Program("[1, 2, 3].map(x, x * 2)", Environment(), backend=backend)
+        with pytest.raises(CelCostError) as info:
+            program.evaluate({}, cost_limit=program.fixed_cost - 1)
+        assert info.value.message == f"operation cancelled: actual cost limit exceeded (limit {program.fixed_cost - 1})"
+        assert program.evaluate({}, cost_limit=program.fixed_cost + 100) == [2, 4, 6]

@@ -266,3 +266,23 @@ def test_hostile_expression_stops_on_the_cost_budget() -> None:
     )
     with pytest.raises(CelError, match="cost limit exceeded"):
         adapter.create(manager(items=list(range(200))), CTX)
+
+
+def test_sync_patches_replacing_a_field_outside_status_by_another_are_caught() -> None:
+    # As many top-level fields before and after, all but one the same objects.
+    adapter = policy(
+        """\
+        sync:
+          patches:
+            - type: JSONPatch
+              jsonPatch:
+                expression: >-
+                  [JSONPatch{op: 'remove', path: '/spec'}, JSONPatch{op: 'add', path: '/extra', value: 1},
+                   JSONPatch{op: 'add', path: '/status/phase', value: 'Done'}]
+        """
+    )
+    with pytest.raises(PatchError) as info:
+        adapter.sync(manager(), {"status": {}}, CTX)
+    assert info.value.message == (
+        "the patch breaks an invariant: sync patches may only write /status; this one writes /spec, /extra"
+    )

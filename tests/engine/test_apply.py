@@ -7,7 +7,9 @@ from typing import Any
 import pytest
 
 import mkpolicy
+from mkpolicy.engine.apply import apply_configuration, merge_schema
 from mkpolicy.errors import CelError, PatchError
+from mkpolicy.structural import Schema
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -145,3 +147,19 @@ def test_input_is_never_modified() -> None:
     before = repr(OBJ)
     apply("Object{metadata: Object.metadata{labels: {'z': 'z'}}, spec: Object.spec{tags: ['q']}}")
     assert repr(OBJ) == before
+
+
+def test_a_schema_view_answers_once_and_merges_alike() -> None:
+    # Adapters keep one MergeSchema for their kind; it must merge exactly as the schema.
+    structural = Schema.from_document(SCHEMA)
+    view = merge_schema(structural)
+    assert view.field("spec") is view.field("spec")
+    assert view.field("spec").field("env").items() is view.field("spec").field("env").items()
+    assert view.field("metadata").field("finalizers").list_type == "set"
+    assert view.field("spec").field("bogus").absent and not view.field("spec").field("replicas").absent
+    patch = {"metadata": {"labels": {"b": "2"}}, "spec": {"env": [{"name": "B", "value": "two"}], "tags": ["y"]}}
+    for _ in range(2):
+        assert apply_configuration(OBJ, patch, view) == apply_configuration(OBJ, patch, structural)
+    with pytest.raises(PatchError, match=r"\.spec\.bogus: field not declared in schema"):
+        apply_configuration(OBJ, {"spec": {"bogus": 1}}, view)
+    assert apply_configuration(OBJ, {"spec": {"x": {"y": 1}}}, None)["spec"]["x"] == {"y": 1}

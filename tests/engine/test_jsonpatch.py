@@ -133,3 +133,59 @@ def test_escape_key_escapes_tilde_and_slash_in_one_pass(key: str, escaped: str) 
               "k)", repr(key) + ")")}],
     )
     assert out == {"m": {key: 2}}
+
+
+# The engine applies JSONPatch results made only of well-formed add/remove/replace
+# operations in one pass (mkpolicy/engine/mutation.py); everything else takes the general
+# path. Both must give the same objects and the same errors.
+FAST_PATH_CASES = [
+    "[JSONPatch{op: 'add', path: '/spec/a', value: 1}]",
+    "[JSONPatch{op: 'add', path: '/spec/a'}]",
+    "[JSONPatch{op: 'replace', path: '/spec/l/0', value: {'k': [1, 2.5, true, null]}}, "
+    "JSONPatch{op: 'remove', path: '/spec/x'}]",
+    "[JSONPatch{op: 'add', path: '/spec/l/-', value: duration('90s')}, JSONPatch{op: 'add', path: '/top', value: 1u}]",
+    "[JSONPatch{op: 'add', path: '/spec/l/0', value: 0}, JSONPatch{op: 'remove', path: '/spec/l/-1'}]",
+    "[JSONPatch{op: 'add', path: '/spec/a', value: 1}, JSONPatch{op: 'test', path: '/spec/x', value: 2}]",
+    "[JSONPatch{op: 'add', path: '/spec/a', value: 1}, JSONPatch{op: 'test', path: '/spec/x', value: 1}]",
+    "[JSONPatch{op: 'add', path: '/spec/a', value: 1}, JSONPatch{op: 'move', from: '/spec/x', path: '/spec/m'}]",
+    "[JSONPatch{op: 'add', from: '/spec/x', path: '/spec/b', value: 1}]",
+    "[JSONPatch{op: 'add', path: '/spec/k~1~0', value: 'escaped'}]",
+    "[]",
+    # Errors.
+    "[JSONPatch{op: 'add', path: '/spec/a', value: optional.none()}]",
+    "[JSONPatch{op: 'add', path: '/spec/a', value: {1: 2}}]",
+    "[JSONPatch{op: 'add', path: '/spec/a', value: 1}, JSONPatch{op: 'add', path: 3}]",
+    "[JSONPatch{op: 'frob', path: '/spec/a'}]",
+    "[JSONPatch{op: 'add', path: 'spec/a', value: 1}]",
+    "[JSONPatch{op: 'add', path: '/spec/a~2', value: 1}]",
+    "[JSONPatch{op: 'remove', path: '/spec/nope'}]",
+    "[JSONPatch{op: 'add', path: '/spec/a', value: 1}, JSONPatch{op: 'add', path: '/nope/a', value: 1}]",
+    "[JSONPatch{op: 'add', path: '/spec/l/9', value: 1}]",
+    "[JSONPatch{op: 'replace', path: '/spec/l/-1', value: 1}]",
+    "[JSONPatch{op: 'add', path: '/spec/x/y', value: 1}]",
+    "[JSONPatch{op: 'add', path: '/spec/a', value: 1}, dyn(1)]",
+    "[JSONPatch{op: 'remove', path: '/spec/x'}, JSONPatch{path: '/spec/y', op: 'remove', value: 0.0 / 0.0}]",
+]
+
+
+def _mutate(expression: str) -> tuple[str, Any]:
+    obj = {"spec": {"x": 1, "l": [1, 2], "k/~": 0}}
+    before = copy.deepcopy(obj)
+    try:
+        result: tuple[str, Any] = ("ok", mkpolicy.mutate(obj, [{"patchType": "JSONPatch", "expression": expression}]))
+    except PatchError as exc:
+        result = ("error", exc.message)
+    assert obj == before
+    return result
+
+
+@pytest.mark.parametrize("expression", FAST_PATH_CASES)
+def test_the_one_pass_path_agrees_with_the_general_path(expression: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    fast = _mutate(expression)
+    monkeypatch.setattr("mkpolicy.engine.mutation._steps", lambda value: None)
+    assert fast == _mutate(expression)
+
+
+def test_an_op_that_is_not_a_string_is_an_unknown_op() -> None:
+    with pytest.raises(PatchError, match=r"operation 1: unknown op \['add'\]"):
+        apply_json_patch({"a": 1}, [{"op": ["add"], "path": "/a", "value": 2}])

@@ -2,6 +2,10 @@
 
 The API servers run in background threads; the sidecar and the Kueue driver run in
 the test's event loop (``asyncio.run``), talking to them over TCP and TLS.
+
+With ``MKPOLICY_E2E_*`` kubeconfigs (docs/testing.md) the three clusters are real ones
+instead, and the test works in a namespace created for it (``env.ns``) rather than
+``team-a``; tests that need the loopback server are marked ``loopback_only``.
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ from mkpolicy.kube.client import KubeClient, ResourceInfo
 from mkpolicy.kube.kubeconfig import rest_config
 from mkpolicy.sidecar import Sidecar, SidecarConfig, config_from_dict
 from mkpolicy.testing import ApiServer
+from mkpolicy.testing.fixtures import real_cluster_targets, target_config
 from mkpolicy.testing.kueue_driver import GenericAdapter
+from mkpolicy.testing.targets import ROLES, RealCluster
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICIES = ROOT / "policies"
@@ -34,14 +40,15 @@ SERVER_METADATA = ("uid", "resourceVersion", "creationTimestamp", "generation", 
 
 @dataclass
 class Clusters:
-    """A manager and two workers, with kubeconfig files for each."""
+    """A manager and two workers, with kubeconfig files for each; ``ns`` is the namespace to work in."""
 
-    manager: ApiServer
-    workers: dict[str, ApiServer]
+    manager: ApiServer | RealCluster
+    workers: dict[str, ApiServer | RealCluster]
     tmp: Path
     kubeconfigs: dict[str, Path] = field(default_factory=dict)
+    ns: str = "team-a"
 
-    def worker(self, name: str) -> ApiServer:
+    def worker(self, name: str) -> ApiServer | RealCluster:
         return self.workers[name]
 
     def config(self, **overrides: Any) -> SidecarConfig:
@@ -64,7 +71,17 @@ class Clusters:
 
 @contextlib.contextmanager
 def clusters(tmp: Path) -> Iterator[Clusters]:
-    """Start the three API servers (Tekton and Kueue CRDs), stop them afterwards."""
+    """Start the three API servers (Tekton and Kueue CRDs), stop them afterwards.
+
+    On real clusters: the three clusters, with a namespace created for the test (deleted afterwards).
+    """
+    if target_config() is not None:
+        with real_cluster_targets(ROLES) as real:
+            env = Clusters(real["manager"], {w: real[w] for w in WORKERS}, tmp, ns=real["manager"].namespace)
+            for name, target in real.items():
+                env.kubeconfigs[name] = target.write_kubeconfig(tmp / f"{name}.kubeconfig")
+            yield env
+        return
     servers: list[ApiServer] = []
     try:
         manager = ApiServer("manager", bundled=CRDS, namespaces=["default", "kueue-system", "team-a"]).start()

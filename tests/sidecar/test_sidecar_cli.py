@@ -124,6 +124,7 @@ def get(url: str) -> tuple[int, str]:
         return 0, ""
 
 
+@pytest.mark.loopback_only("wires Secrets in kueue-system and creates cluster-scoped MultiKueueClusters")
 def test_serve_wire_sigterm_unwire(tmp_path: Path) -> None:
     """The real process: wires the Secrets, serves, exits 0 on SIGTERM; --unwire restores."""
     with clusters(tmp_path) as env:

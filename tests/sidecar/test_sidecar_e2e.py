@@ -66,27 +66,27 @@ def test_dispatch_and_status_write_back(tmp_path: Path, identifier: str) -> None
             ) as driver:
                 for i, cluster in enumerate(WORKERS):
                     name, workload = f"run-{i}", f"pipelinerun-run-{i}-1a2b3"
-                    env.manager.create(pipelinerun(name))
-                    manager_obj = env.manager.get("tekton.dev/v1", "PipelineRun", name, "team-a")
-                    assert await driver.sync_job(cluster, "team-a", name, workload) == "created"
-                    worker = env.worker(cluster).get("tekton.dev/v1", "PipelineRun", name, "team-a")
+                    env.manager.create(pipelinerun(name, env.ns))
+                    manager_obj = env.manager.get("tekton.dev/v1", "PipelineRun", name, env.ns)
+                    assert await driver.sync_job(cluster, env.ns, name, workload) == "created"
+                    worker = env.worker(cluster).get("tekton.dev/v1", "PipelineRun", name, env.ns)
                     expected = adapter.create(manager_obj, ctx(workload, cluster, identifier))
                     assert strip_server_fields(worker) == expected
                     assert "last-applied-configuration" not in str(worker["metadata"].get("annotations"))
                     assert "status" not in worker["spec"] and "managedBy" not in worker["spec"]
                     other = WORKERS[1 - i]
                     with pytest.raises(mkpolicy.MkpolicyError):
-                        env.worker(other).get("tekton.dev/v1", "PipelineRun", name, "team-a")
+                        env.worker(other).get("tekton.dev/v1", "PipelineRun", name, env.ns)
 
                     for step in (1, 2):
                         env.worker(cluster).patch(
                             "tekton.dev/v1", "PipelineRun", name, {"status": worker_status(step)},
-                            namespace="team-a", subresource="status",
+                            namespace=env.ns, subresource="status",
                         )
-                        before = env.manager.get("tekton.dev/v1", "PipelineRun", name, "team-a")
-                        remote = env.worker(cluster).get("tekton.dev/v1", "PipelineRun", name, "team-a")
-                        assert await driver.sync_job(cluster, "team-a", name, workload) == "synced"
-                        after = env.manager.get("tekton.dev/v1", "PipelineRun", name, "team-a")
+                        before = env.manager.get("tekton.dev/v1", "PipelineRun", name, env.ns)
+                        remote = env.worker(cluster).get("tekton.dev/v1", "PipelineRun", name, env.ns)
+                        assert await driver.sync_job(cluster, env.ns, name, workload) == "synced"
+                        after = env.manager.get("tekton.dev/v1", "PipelineRun", name, env.ns)
                         patch = adapter.sync(before, remote, ctx(workload, cluster, identifier))
                         assert patch is not None
                         assert after["status"] == apply_merge_patch(before, patch)["status"]
@@ -94,14 +94,14 @@ def test_dispatch_and_status_write_back(tmp_path: Path, identifier: str) -> None
                         assert after["spec"] == before["spec"]
                         # nothing changed: nothing is written
                         rv = after["metadata"]["resourceVersion"]
-                        assert await driver.sync_job(cluster, "team-a", name, workload) == "unchanged"
-                        rv_now = env.manager.get("tekton.dev/v1", "PipelineRun", name, "team-a")["metadata"]
+                        assert await driver.sync_job(cluster, env.ns, name, workload) == "unchanged"
+                        rv_now = env.manager.get("tekton.dev/v1", "PipelineRun", name, env.ns)["metadata"]
                         assert rv_now["resourceVersion"] == rv
                     assert after["status"]["conditions"][0]["status"] == "True"
 
-                    assert await driver.delete_remote(cluster, "team-a", name)
-                    assert env.worker(cluster).list("tekton.dev/v1", "PipelineRun", namespace="team-a") == []
-                    assert not await driver.delete_remote(cluster, "team-a", name)
+                    assert await driver.delete_remote(cluster, env.ns, name)
+                    assert env.worker(cluster).list("tekton.dev/v1", "PipelineRun", namespace=env.ns) == []
+                    assert not await driver.delete_remote(cluster, env.ns, name)
                 assert metric(sidecar, "mkpolicy_sidecar_transforms_total", cluster="worker1",
                               policy="tekton-pipelinerun", phase="create", result="ok") == 1
 
@@ -116,20 +116,20 @@ def test_cluster_variable_and_derived_status(tmp_path: Path) -> None:
 
         async def scenario() -> None:
             async with running(env.config(), policy_dir(tmp_path, policy)) as sidecar, kueue(env, sidecar) as driver:
-                env.manager.create(pipelinerun("shared"))
+                env.manager.create(pipelinerun("shared", env.ns))
                 for cluster in WORKERS:
-                    await driver.sync_job(cluster, "team-a", "shared", "wl-shared")
-                    worker = env.worker(cluster).get("tekton.dev/v1", "PipelineRun", "shared", "team-a")
+                    await driver.sync_job(cluster, env.ns, "shared", "wl-shared")
+                    worker = env.worker(cluster).get("tekton.dev/v1", "PipelineRun", "shared", env.ns)
                     assert worker["metadata"]["annotations"]["mkpolicy.io/dispatched-to"] == cluster
                     assert "timeouts" not in worker["spec"]
                 env.worker("worker2").patch(
                     "tekton.dev/v1", "PipelineRun", "shared", {"status": worker_status(2)},
-                    namespace="team-a", subresource="status",
+                    namespace=env.ns, subresource="status",
                 )
-                manager_obj = env.manager.get("tekton.dev/v1", "PipelineRun", "shared", "team-a")
-                remote = env.worker("worker2").get("tekton.dev/v1", "PipelineRun", "shared", "team-a")
-                assert await driver.sync_job("worker2", "team-a", "shared", "wl-shared") == "synced"
-                status = env.manager.get("tekton.dev/v1", "PipelineRun", "shared", "team-a")["status"]
+                manager_obj = env.manager.get("tekton.dev/v1", "PipelineRun", "shared", env.ns)
+                remote = env.worker("worker2").get("tekton.dev/v1", "PipelineRun", "shared", env.ns)
+                assert await driver.sync_job("worker2", env.ns, "shared", "wl-shared") == "synced"
+                status = env.manager.get("tekton.dev/v1", "PipelineRun", "shared", env.ns)["status"]
                 patch = adapter.sync(manager_obj, remote, ctx("wl-shared", "worker2"))
                 assert status == apply_merge_patch(manager_obj, patch)["status"]
                 assert status["results"] == [{"name": "cluster", "value": "worker2"}]
@@ -145,8 +145,8 @@ def test_list_and_watch_carry_the_synced_status(tmp_path: Path) -> None:
             async with running(env.config(), policy_dir(tmp_path, TEKTON)) as sidecar, kueue(env, sidecar) as driver:
                 names = [f"run-{i}" for i in range(3)]
                 for name in names:
-                    env.manager.create(pipelinerun(name))
-                    await driver.sync_job("worker1", "team-a", name, f"wl-{name}")
+                    env.manager.create(pipelinerun(name, env.ns))
+                    await driver.sync_job("worker1", env.ns, name, f"wl-{name}")
                 start_rv = str(env.worker("worker1").resource_version)
                 events: list[dict[str, Any]] = []
 
@@ -160,18 +160,18 @@ def test_list_and_watch_carry_the_synced_status(tmp_path: Path) -> None:
                 for name in names:
                     env.worker("worker1").patch(
                         "tekton.dev/v1", "PipelineRun", name, {"status": worker_status(2)},
-                        namespace="team-a", subresource="status",
+                        namespace=env.ns, subresource="status",
                     )
                 await asyncio.wait_for(task, 15)
                 for event in events:
                     obj = event["object"]
-                    manager_obj = env.manager.get("tekton.dev/v1", "PipelineRun", obj["metadata"]["name"], "team-a")
-                    raw = env.worker("worker1").get("tekton.dev/v1", "PipelineRun", obj["metadata"]["name"], "team-a")
+                    manager_obj = env.manager.get("tekton.dev/v1", "PipelineRun", obj["metadata"]["name"], env.ns)
+                    raw = env.worker("worker1").get("tekton.dev/v1", "PipelineRun", obj["metadata"]["name"], env.ns)
                     patch = adapter.sync(manager_obj, raw, ctx(f"wl-{obj['metadata']['name']}", "worker1"))
                     assert event["type"] == "MODIFIED"
                     assert obj["status"] == apply_merge_patch(manager_obj, patch)["status"]
                     assert "pipelineSpec" not in obj["status"]
-                listed = await driver.workers["worker1"].get(PIPELINERUNS.path("team-a"))
+                listed = await driver.workers["worker1"].get(PIPELINERUNS.path(env.ns))
                 assert len(listed["items"]) == 3
                 for item in listed["items"]:
                     assert "pipelineSpec" not in item["status"] and item["status"]["conditions"]
@@ -181,6 +181,8 @@ def test_list_and_watch_carry_the_synced_status(tmp_path: Path) -> None:
         asyncio.run(scenario())
 
 
+@pytest.mark.loopback_only("compares bytes with the worker's own answers, using its token and CA; on a live cluster "
+                            "a LIST's resourceVersion moves between the two requests")
 def test_passthrough_is_byte_identical(tmp_path: Path) -> None:
     """Other kinds (core, Kueue CRDs), LIST and WATCH: the same bytes as from the worker itself."""
     with clusters(tmp_path) as env:
@@ -239,7 +241,7 @@ def test_kubernetes_client_through_generated_kubeconfig(tmp_path: Path) -> None:
 
     with clusters(tmp_path) as env:
         env.worker("worker1").create(
-            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "hello", "namespace": "team-a"}}
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "hello", "namespace": env.ns}}
         )
 
         async def scenario() -> None:
@@ -248,7 +250,9 @@ def test_kubernetes_client_through_generated_kubeconfig(tmp_path: Path) -> None:
 
                 def use() -> list[str]:
                     api = k8s.CoreV1Api(k8s_config.new_client_from_config_dict(kubeconfig))
-                    return [cm.metadata.name for cm in api.list_namespaced_config_map("team-a").items]
+                    items = api.list_namespaced_config_map(env.ns).items
+                    # kube-root-ca.crt: what a real cluster's root-ca-cert-publisher adds to every namespace
+                    return [cm.metadata.name for cm in items if cm.metadata.name != "kube-root-ca.crt"]
 
                 assert await asyncio.to_thread(use) == ["hello"]
 
@@ -261,8 +265,8 @@ def test_refusals_create_nothing(tmp_path: Path) -> None:
         async def scenario() -> None:
             async with running(env.config(), policy_dir(tmp_path, TEKTON)) as sidecar, kueue(env, sidecar) as driver:
                 w1 = driver.workers["worker1"]
-                env.manager.create(pipelinerun("run-1"))
-                body = driver.clone(env.manager.get("tekton.dev/v1", "PipelineRun", "run-1", "team-a"), "wl-1")
+                env.manager.create(pipelinerun("run-1", env.ns))
+                body = driver.clone(env.manager.get("tekton.dev/v1", "PipelineRun", "run-1", env.ns), "wl-1")
 
                 async def refused(code: int, coro: Any, text: str) -> None:
                     with pytest.raises(ApiError) as info:
@@ -273,21 +277,21 @@ def test_refusals_create_nothing(tmp_path: Path) -> None:
 
                 # no origin label: not a MultiKueue copy
                 bare = {**body, "metadata": {**body["metadata"], "labels": {}}}
-                await refused(400, w1.create(PIPELINERUNS.path("team-a"), bare), "multikueue-origin")
+                await refused(400, w1.create(PIPELINERUNS.path(env.ns), bare), "multikueue-origin")
                 # the manager has no such object
                 ghost = {**body, "metadata": {**body["metadata"], "name": "ghost"}}
-                await refused(404, w1.create(PIPELINERUNS.path("team-a"), ghost), "manager cluster has no")
+                await refused(404, w1.create(PIPELINERUNS.path(env.ns), ghost), "manager cluster has no")
                 # not managed by MultiKueue on the manager
-                env.manager.create(pipelinerun("local", managedBy="tekton.dev/pipeline"))
+                env.manager.create(pipelinerun("local", env.ns, managedBy="tekton.dev/pipeline"))
                 local = {**body, "metadata": {**body["metadata"], "name": "local"}}
-                await refused(403, w1.create(PIPELINERUNS.path("team-a"), local), "does not manage")
+                await refused(403, w1.create(PIPELINERUNS.path(env.ns), local), "does not manage")
                 # updates and patches of policy kinds bypass the policy: refused
-                await driver.sync_job("worker1", "team-a", "run-1", "wl-1")
-                await refused(403, w1.patch(PIPELINERUNS.path("team-a", "run-1"), {"spec": {"x": 1}}), "not proxied")
-                obj = await w1.get(PIPELINERUNS.path("team-a", "run-1"))
-                await refused(403, w1.replace(PIPELINERUNS.path("team-a", "run-1"), obj), "not proxied")
+                await driver.sync_job("worker1", env.ns, "run-1", "wl-1")
+                await refused(403, w1.patch(PIPELINERUNS.path(env.ns, "run-1"), {"spec": {"x": 1}}), "not proxied")
+                obj = await w1.get(PIPELINERUNS.path(env.ns, "run-1"))
+                await refused(403, w1.replace(PIPELINERUNS.path(env.ns, "run-1"), obj), "not proxied")
                 # another version of the policy's resource
-                await refused(403, w1.get("/apis/tekton.dev/v1beta1/namespaces/team-a/pipelineruns"), "only")
+                await refused(403, w1.get(f"/apis/tekton.dev/v1beta1/namespaces/{env.ns}/pipelineruns"), "only")
                 # a wrong token
                 bad = client({**sidecar.kubeconfig("worker1"), "users": [{"name": "worker1-kueue",
                                                                            "user": {"token": "x" * 43}}]})
@@ -296,7 +300,7 @@ def test_refusals_create_nothing(tmp_path: Path) -> None:
                 finally:
                     await bad.close()
                 names = [o["metadata"]["name"] for o in
-                         env.worker("worker1").list("tekton.dev/v1", "PipelineRun", namespace="team-a")]
+                         env.worker("worker1").list("tekton.dev/v1", "PipelineRun", namespace=env.ns)]
                 assert names == ["run-1"]
                 assert metric(sidecar, "mkpolicy_sidecar_requests_total", cluster="worker1",
                               policy="tekton-pipelinerun", verb="create", code="403") == 1
@@ -309,8 +313,8 @@ def test_ops_endpoints(tmp_path: Path) -> None:
 
         async def scenario() -> None:
             async with running(env.config(), policy_dir(tmp_path, TEKTON)) as sidecar, kueue(env, sidecar) as driver:
-                env.manager.create(pipelinerun("run-1"))
-                await driver.sync_job("worker1", "team-a", "run-1", "wl-1")
+                env.manager.create(pipelinerun("run-1", env.ns))
+                await driver.sync_job("worker1", env.ns, "run-1", "wl-1")
                 base = f"http://127.0.0.1:{sidecar.ops_port}"
                 async with aiohttp.ClientSession() as session:
                     async with session.get(base + "/healthz") as resp:
@@ -358,9 +362,9 @@ def test_failure_policy_ignore_skips_and_counts(tmp_path: Path) -> None:
 
         async def scenario() -> None:
             async with running(env.config(), policies) as sidecar, kueue(env, sidecar) as driver:
-                env.manager.create(pipelinerun("run-1"))
-                assert await driver.sync_job("worker1", "team-a", "run-1", "wl-1") == "created"
-                worker = env.worker("worker1").get("tekton.dev/v1", "PipelineRun", "run-1", "team-a")
+                env.manager.create(pipelinerun("run-1", env.ns))
+                assert await driver.sync_job("worker1", env.ns, "run-1", "wl-1") == "created"
+                worker = env.worker("worker1").get("tekton.dev/v1", "PipelineRun", "run-1", env.ns)
                 assert worker["metadata"]["annotations"]["applied"] == "yes"
                 assert metric(sidecar, "mkpolicy_sidecar_ignored_patches_total", cluster="worker1",
                               policy="lenient", phase="create") == 1
@@ -375,11 +379,11 @@ def test_direct_manager_reads(tmp_path: Path) -> None:
         async def scenario() -> None:
             config = env.config(manager={"reads": "direct"})
             async with running(config, policy_dir(tmp_path, TEKTON)) as sidecar, kueue(env, sidecar) as driver:
-                env.manager.create(pipelinerun("run-1"))
-                assert await driver.sync_job("worker1", "team-a", "run-1", "wl-1") == "created"
+                env.manager.create(pipelinerun("run-1", env.ns))
+                assert await driver.sync_job("worker1", env.ns, "run-1", "wl-1") == "created"
                 env.worker("worker1").patch("tekton.dev/v1", "PipelineRun", "run-1", {"status": worker_status(2)},
-                                            namespace="team-a", subresource="status")
-                assert await driver.sync_job("worker1", "team-a", "run-1", "wl-1") == "synced"
+                                            namespace=env.ns, subresource="status")
+                assert await driver.sync_job("worker1", env.ns, "run-1", "wl-1") == "synced"
                 reads = {source: metric(sidecar, "mkpolicy_sidecar_manager_reads_total", policy="tekton-pipelinerun",
                                         source=source) for source in ("cache", "direct")}
                 assert reads["cache"] == 0 and reads["direct"] == 2  # the create, the status read

@@ -51,9 +51,10 @@ def expected_status(adapter: mkpolicy.Adapter, manager: dict[str, Any], worker: 
 
 
 def worker_names(env: Any, cluster: str) -> list[str]:
-    return sorted(o["metadata"]["name"] for o in env.worker(cluster).list(*PR, namespace="team-a"))
+    return sorted(o["metadata"]["name"] for o in env.worker(cluster).list(*PR, namespace=env.ns))
 
 
+@pytest.mark.loopback_only("takes a worker down and back up (fault injection)")
 def test_worker_down_and_back(tmp_path: Path) -> None:
     with clusters(tmp_path) as env:
 
@@ -82,6 +83,7 @@ def test_worker_down_and_back(tmp_path: Path) -> None:
         asyncio.run(scenario())
 
 
+@pytest.mark.loopback_only("takes the manager down (fault injection)")
 def test_manager_down_uses_the_cache_and_refuses_what_it_cannot_read(tmp_path: Path) -> None:
     adapter = adapter_for(TEKTON)
     with clusters(tmp_path) as env:
@@ -118,6 +120,7 @@ def test_manager_down_uses_the_cache_and_refuses_what_it_cannot_read(tmp_path: P
         asyncio.run(scenario())
 
 
+@pytest.mark.loopback_only("injects 409 conflicts (fault injection)")
 def test_conflicts_are_retried_without_duplicates_or_lost_status(tmp_path: Path) -> None:
     adapter = adapter_for(TEKTON)
     with clusters(tmp_path) as env:
@@ -155,6 +158,7 @@ def test_conflicts_are_retried_without_duplicates_or_lost_status(tmp_path: Path)
         asyncio.run(scenario())
 
 
+@pytest.mark.loopback_only("compacts the history on demand and ends watches (410 Gone)")
 def test_expired_watches_resume(tmp_path: Path) -> None:
     """410 Gone reaches Kueue unchanged; Kueue relists and resumes; the manager cache relists too."""
     with clusters(tmp_path) as env:
@@ -220,9 +224,9 @@ def test_sidecar_restarted_mid_watch_loses_no_status_update(tmp_path: Path) -> N
         policies = policy_dir(tmp_path, TEKTON)
 
         async def scenario() -> None:
-            jobs = {("team-a", f"run-{i}"): f"wl-{i}" for i in range(3)}
+            jobs = {(env.ns, f"run-{i}"): f"wl-{i}" for i in range(3)}
             for _, name in jobs:
-                env.manager.create(pipelinerun(name))
+                env.manager.create(pipelinerun(name, env.ns))
             errors: list[Exception] = []
             stop = asyncio.Event()
 
@@ -242,7 +246,7 @@ def test_sidecar_restarted_mid_watch_loses_no_status_update(tmp_path: Path) -> N
                 for step in (1, 2, 3):
                     for _, name in jobs:
                         env.worker("worker1").patch(*PR, name, {"status": running_status(step)},
-                                                    namespace="team-a", subresource="status")
+                                                    namespace=env.ns, subresource="status")
                 await asyncio.sleep(0.3)
                 assert errors, "Kueue saw the sidecar go away"
                 # the same endpoints, CA and tokens come back
@@ -250,7 +254,7 @@ def test_sidecar_restarted_mid_watch_loses_no_status_update(tmp_path: Path) -> N
                     assert second.kubeconfig("worker1") == kubeconfig
                     for _, name in jobs:
                         await eventually(
-                            lambda name=name: (env.manager.get(*PR, name, "team-a").get("status") or {})
+                            lambda name=name: (env.manager.get(*PR, name, env.ns).get("status") or {})
                             .get("conditions", [{}])[0].get("message") == "step 3",
                             timeout=20,
                         )
@@ -281,12 +285,12 @@ def test_policy_reloaded_during_traffic(tmp_path: Path) -> None:
                 first = sidecar.policies
                 names = [f"run-{i:02d}" for i in range(24)]
                 for name in names:
-                    env.manager.create(pipelinerun(name))
+                    env.manager.create(pipelinerun(name, env.ns))
                 swapped_at: list[int] = []
 
                 async def traffic() -> None:
                     for i, name in enumerate(names):
-                        assert await driver.sync_job("worker1", "team-a", name, f"wl-{i}") == "created"
+                        assert await driver.sync_job("worker1", env.ns, name, f"wl-{i}") == "created"
                         if i == 8:
                             (policies / "tekton.yaml").write_text(_versioned_policy("v2"))
                         if not swapped_at and sidecar.policies is not first:
@@ -296,7 +300,7 @@ def test_policy_reloaded_during_traffic(tmp_path: Path) -> None:
                 await asyncio.wait_for(traffic(), 60)
                 assert swapped_at, "the new policy set became active during the traffic"
                 versions = [
-                    env.worker("worker1").get(*PR, n, "team-a")["metadata"]["annotations"].get("policy-version")
+                    env.worker("worker1").get(*PR, n, env.ns)["metadata"]["annotations"].get("policy-version")
                     for n in names
                 ]
                 assert set(versions) == {"v1", "v2"}
@@ -322,9 +326,9 @@ def test_invalid_policy_reload_keeps_the_last_good_set(tmp_path: Path) -> None:
                 assert sidecar.policies is good
                 ready, checks = sidecar.readiness()
                 assert ready and any("rejected, previous set kept" in c for c in checks)
-                env.manager.create(pipelinerun("run-1"))
-                assert await driver.sync_job("worker1", "team-a", "run-1", "wl-1") == "created"
-                annotations = env.worker("worker1").get(*PR, "run-1", "team-a")["metadata"]["annotations"]
+                env.manager.create(pipelinerun("run-1", env.ns))
+                assert await driver.sync_job("worker1", env.ns, "run-1", "wl-1") == "created"
+                annotations = env.worker("worker1").get(*PR, "run-1", env.ns)["metadata"]["annotations"]
                 assert annotations["policy-version"] == "v1"
                 # an expression that does not compile is rejected the same way
                 (policies / "tekton.yaml").write_text(_versioned_policy("v2").replace('"policy-version"', "policy-"))
@@ -334,9 +338,9 @@ def test_invalid_policy_reload_keeps_the_last_good_set(tmp_path: Path) -> None:
                 # fixed: the new set becomes active
                 (policies / "tekton.yaml").write_text(_versioned_policy("v2"))
                 await eventually(lambda: sidecar.policies is not good)
-                env.manager.create(pipelinerun("run-2"))
-                await driver.sync_job("worker1", "team-a", "run-2", "wl-2")
-                annotations = env.worker("worker1").get(*PR, "run-2", "team-a")["metadata"]["annotations"]
+                env.manager.create(pipelinerun("run-2", env.ns))
+                await driver.sync_job("worker1", env.ns, "run-2", "wl-2")
+                annotations = env.worker("worker1").get(*PR, "run-2", env.ns)["metadata"]["annotations"]
                 assert annotations["policy-version"] == "v2"
 
         asyncio.run(scenario())
@@ -366,17 +370,17 @@ def test_hostile_expression_is_stopped_by_the_cost_budget(tmp_path: Path) -> Non
         policies = policy_dir(tmp_path)
         (policies / "hostile.yaml").write_text(HOSTILE)
         env.worker("worker1").create({"apiVersion": "v1", "kind": "ConfigMap",
-                                      "metadata": {"name": "c", "namespace": "team-a"}})
+                                      "metadata": {"name": "c", "namespace": env.ns}})
 
         async def scenario() -> None:
             async with running(env.config(), policies) as sidecar, kueue(env, sidecar) as driver:
-                env.manager.create(pipelinerun("run-1"))
-                create = asyncio.create_task(driver.sync_job("worker1", "team-a", "run-1", "wl-1"))
+                env.manager.create(pipelinerun("run-1", env.ns))
+                create = asyncio.create_task(driver.sync_job("worker1", env.ns, "run-1", "wl-1"))
                 # meanwhile other requests are served
                 t0 = time.monotonic()
                 passthrough = []
                 while not create.done():
-                    await driver.workers["worker1"].get("/api/v1/namespaces/team-a/configmaps/c")
+                    await driver.workers["worker1"].get(f"/api/v1/namespaces/{env.ns}/configmaps/c")
                     passthrough.append(time.monotonic())
                     await asyncio.sleep(0.05)
                 with pytest.raises(ApiError) as info:
@@ -399,6 +403,7 @@ def test_hostile_expression_is_stopped_by_the_cost_budget(tmp_path: Path) -> Non
         asyncio.run(scenario())
 
 
+@pytest.mark.loopback_only("needs a slow worker request in flight (fault injection)")
 def test_graceful_shutdown_drains_requests_and_ends_watches_cleanly(tmp_path: Path) -> None:
     with clusters(tmp_path) as env:
 

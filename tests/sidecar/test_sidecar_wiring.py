@@ -32,6 +32,7 @@ def worker(name: str, **extra: object) -> Worker:
     return Worker.model_validate({"name": name, "kubeconfig": {"file": "x"}, **extra})
 
 
+@pytest.mark.loopback_only("writes Secrets in kueue-system, outside the test namespace")
 def test_wire_unwire_round_trips(tmp_path: Path) -> None:
     with clusters(tmp_path) as env:
         original = b"apiVersion: v1\nkind: Config\n# the real one\n"
@@ -69,6 +70,7 @@ def test_wire_unwire_round_trips(tmp_path: Path) -> None:
         asyncio.run(scenario())
 
 
+@pytest.mark.loopback_only("creates cluster-scoped MultiKueueClusters")
 def test_multikueue_secret_resolution(tmp_path: Path) -> None:
     with clusters(tmp_path) as env:
         env.manager.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueCluster",
@@ -114,6 +116,7 @@ def test_in_cluster_config_and_token_rotation(tmp_path: Path, monkeypatch: pytes
     assert tokens.token() == "second"
 
 
+@pytest.mark.loopback_only("writes a Secret in kueue-system, outside the test namespace")
 def test_worker_kubeconfig_from_secret_is_held_to_kueue_rules(tmp_path: Path) -> None:
     from mkpolicy.kube.kubeconfig import KubeconfigError
     from mkpolicy.sidecar import Sidecar, config_from_dict

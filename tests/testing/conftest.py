@@ -1,4 +1,9 @@
-"""Helpers for the loopback API server tests: typed clients and a raw HTTPS client."""
+"""Helpers for the loopback API server tests: typed clients and a raw HTTPS client.
+
+With ``MKPOLICY_E2E_*`` kubeconfigs (docs/testing.md) the ``apiserver`` fixture is a real
+cluster: tests that run there work in the ``namespace`` fixture (``pr`` for
+PipelineRuns), the rest are marked ``loopback_only``.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ import urllib3
 from kubernetes.dynamic import DynamicClient
 
 from mkpolicy.testing.apiserver import ApiServer
+from mkpolicy.testing.targets import is_real
 
 
 @dataclass
@@ -66,14 +72,21 @@ class Reply:
 
 
 class Raw:
-    """A plain HTTPS client that can send anything (malformed bodies, wrong types, no token)."""
+    """A plain HTTPS client that can send anything (malformed bodies, wrong types, no token).
 
-    def __init__(self, server: ApiServer) -> None:
+    On a real cluster: its CA and credentials from the kubeconfig, writes held to the test namespace.
+    """
+
+    def __init__(self, server: Any) -> None:
         self.server = server
-        self._ca = tempfile.NamedTemporaryFile(suffix=".pem")  # noqa: SIM115 - lives as long as the client
-        self._ca.write(server.ca_pem)
-        self._ca.flush()
-        ctx = ssl.create_default_context(cafile=self._ca.name)
+        self._ca = None
+        if is_real(server):
+            ctx = server.ssl_context()
+        else:
+            self._ca = tempfile.NamedTemporaryFile(suffix=".pem")  # noqa: SIM115 - lives as long as the client
+            self._ca.write(server.ca_pem)
+            self._ca.flush()
+            ctx = ssl.create_default_context(cafile=self._ca.name)
         self.pool = urllib3.PoolManager(ssl_context=ctx, retries=False, timeout=urllib3.Timeout(total=10))
 
     def request(
@@ -88,9 +101,14 @@ class Raw:
         timeout: float = 10.0,
     ) -> Reply:
         hdrs = {"Accept": "application/json"}
-        tok = self.server.token if token == "" else token
-        if tok is not None:
-            hdrs["Authorization"] = f"Bearer {tok}"
+        if token == "" and is_real(self.server):
+            hdrs.update(self.server.auth_headers())  # a token, or nothing when a client certificate authenticates
+        else:
+            tok = self.server.token if token == "" else token
+            if tok is not None:
+                hdrs["Authorization"] = f"Bearer {tok}"
+        if is_real(self.server):
+            self.server.check_write(method, path)
         data: bytes | None = None
         if body is not None:
             data = body if isinstance(body, bytes) else json.dumps(body).encode()
@@ -103,7 +121,8 @@ class Raw:
 
     def close(self) -> None:
         self.pool.clear()
-        self._ca.close()
+        if self._ca is not None:
+            self._ca.close()
 
 
 @pytest.fixture
@@ -112,6 +131,12 @@ def raw(apiserver: ApiServer) -> Iterator[Raw]:
     r = Raw(apiserver)
     yield r
     r.close()
+
+
+@pytest.fixture
+def pr(namespace: str) -> tuple[str, str, str, str]:
+    """``(group, version, namespace, plural)`` of PipelineRuns in the test's namespace, for ``CustomObjectsApi(*pr)``."""
+    return ("tekton.dev", "v1", namespace, "pipelineruns")
 
 
 def pipelinerun(name: str, namespace: str = "default", **spec: Any) -> dict[str, Any]:

@@ -11,6 +11,8 @@ from mkpolicy.testing.apiserver import ApiServer
 
 from .conftest import Raw, pipelinerun
 
+pytestmark = pytest.mark.loopback_only("the loopback server's own error paths and Status bodies, byte for byte")
+
 CM = "/api/v1/namespaces/default/configmaps"
 PRS = "/apis/tekton.dev/v1/namespaces/default/pipelineruns"
 

@@ -13,6 +13,8 @@ from mkpolicy.testing.apiserver import ApiServer
 
 from .conftest import Clients, Raw
 
+pytestmark = pytest.mark.loopback_only("fault injection")
+
 CM = "/api/v1/namespaces/default/configmaps"
 
 

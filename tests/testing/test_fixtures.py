@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import kubernetes
+import pytest
 import yaml
 
 from mkpolicy.testing.apiserver import ApiServer
@@ -38,6 +39,7 @@ def test_each_server_starts_in_under_a_second() -> None:
     assert max(times) < 1.0, times
 
 
+@pytest.mark.loopback_only("compares the servers' own URLs, tokens and CAs, and writes in namespace default")
 def test_multikueue_clusters_are_separate_clusters(multikueue_clusters: MultiKueueClusters, tmp_path: Path) -> None:
     mk = multikueue_clusters
     assert list(mk.all) == ["manager", "worker1", "worker2"]
@@ -67,6 +69,7 @@ def test_multikueue_clusters_are_separate_clusters(multikueue_clusters: MultiKue
         client.close()
 
 
+@pytest.mark.loopback_only("checks the kubeconfig the loopback server writes (127.0.0.1, bearer token)")
 def test_kubeconfig_has_kueues_accepted_shape(apiserver: ApiServer, tmp_path: Path) -> None:
     path = apiserver.write_kubeconfig(tmp_path / "kc.yaml", namespace="default")
     assert path.stat().st_mode & 0o777 == 0o600

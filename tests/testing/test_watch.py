@@ -55,6 +55,7 @@ class Collector:
         return self.events
 
 
+@pytest.mark.loopback_only("synchronizes on the loopback server's count of open watches")
 def test_watch_from_now_sends_state_then_changes(apiserver: ApiServer, k8s: Clients) -> None:
     k8s.core.create_namespaced_config_map("default", cm("a"))
     col = Collector(k8s.core.list_namespaced_config_map, "default", expect=4)
@@ -70,15 +71,16 @@ def test_watch_from_now_sends_state_then_changes(apiserver: ApiServer, k8s: Clie
     assert deleted["status"] == "Success"
 
 
-def test_watch_resumes_from_a_resource_version(k8s: Clients) -> None:
-    k8s.custom.create_namespaced_custom_object(*PR, pipelinerun("old"))
-    since = k8s.custom.list_namespaced_custom_object(*PR)["metadata"]["resourceVersion"]
-    k8s.custom.create_namespaced_custom_object(*PR, pipelinerun("new"))
-    k8s.custom.patch_namespaced_custom_object(*PR, "old", {"metadata": {"labels": {"x": "y"}}})
-    col = Collector(k8s.custom.list_namespaced_custom_object, *PR, resource_version=since, expect=2)
+def test_watch_resumes_from_a_resource_version(k8s: Clients, pr: tuple, namespace: str) -> None:
+    k8s.custom.create_namespaced_custom_object(*pr, pipelinerun("old", namespace))
+    since = k8s.custom.list_namespaced_custom_object(*pr)["metadata"]["resourceVersion"]
+    k8s.custom.create_namespaced_custom_object(*pr, pipelinerun("new", namespace))
+    k8s.custom.patch_namespaced_custom_object(*pr, "old", {"metadata": {"labels": {"x": "y"}}})
+    col = Collector(k8s.custom.list_namespaced_custom_object, *pr, resource_version=since, expect=2)
     assert [(t, n) for t, n, _ in col.wait()] == [("ADDED", "new"), ("MODIFIED", "old")]
 
 
+@pytest.mark.loopback_only("compacts the history on demand (410 Gone)")
 def test_watch_from_a_compacted_version_is_410(apiserver: ApiServer, k8s: Clients) -> None:
     k8s.core.create_namespaced_config_map("default", cm("a"))
     since = k8s.core.list_namespaced_config_map("default").metadata.resource_version
@@ -108,6 +110,7 @@ def test_history_limit_expires_old_versions(apiserver_factory: Callable[..., Api
     assert exc.value.status == 410
 
 
+@pytest.mark.loopback_only("synchronizes on the loopback server's count of open watches")
 def test_selector_transitions_become_added_and_deleted(apiserver: ApiServer, k8s: Clients) -> None:
     k8s.core.create_namespaced_config_map("default", cm("a", app="db"))
     col = Collector(k8s.core.list_namespaced_config_map, "default", label_selector="app=web", expect=3)
@@ -120,6 +123,7 @@ def test_selector_transitions_become_added_and_deleted(apiserver: ApiServer, k8s
     assert events[-1][2] == left.metadata.resource_version
 
 
+@pytest.mark.loopback_only("creates a namespace of its own (cluster-scoped)")
 def test_watch_only_sees_its_namespace(apiserver: ApiServer, k8s: Clients) -> None:
     k8s.core.create_namespace({"metadata": {"name": "other"}})
     col = Collector(k8s.core.list_namespaced_config_map, "default", expect=1)
@@ -129,6 +133,7 @@ def test_watch_only_sees_its_namespace(apiserver: ApiServer, k8s: Clients) -> No
     assert [n for _, n, _ in col.wait()] == ["here"]
 
 
+@pytest.mark.loopback_only("ends open watches on demand (fault injection)")
 def test_python_watch_resumes_after_the_server_ends_the_stream(apiserver: ApiServer, k8s: Clients) -> None:
     k8s.core.create_namespaced_config_map("default", cm("first"))
     col = Collector(k8s.core.list_namespaced_config_map, "default", expect=4)
@@ -168,6 +173,7 @@ def test_bookmarks_and_timeout_end_the_stream_cleanly(apiserver_factory: Callabl
     raw.close()
 
 
+@pytest.mark.loopback_only("sendInitialEvents needs kube-apiserver's WatchList feature, which not every cluster enables")
 def test_send_initial_events_ends_with_an_annotated_bookmark(raw: Raw, apiserver: ApiServer) -> None:
     for name in ("a", "b"):
         apiserver.create(pipelinerun(name))
@@ -181,13 +187,14 @@ def test_send_initial_events_ends_with_an_annotated_bookmark(raw: Raw, apiserver
     assert events[0]["object"]["apiVersion"] == "tekton.dev/v1"
 
 
-def test_watch_of_one_object_by_name(raw: Raw, apiserver: ApiServer) -> None:
+def test_watch_of_one_object_by_name(raw: Raw, apiserver: ApiServer, namespace: str) -> None:
     for name in ("a", "b"):
-        apiserver.create(pipelinerun(name))
-    events = stream_lines(raw, "/apis/tekton.dev/v1/namespaces/default/pipelineruns/b?watch=1&timeoutSeconds=1")
+        apiserver.create(pipelinerun(name, namespace))
+    events = stream_lines(raw, f"/apis/tekton.dev/v1/namespaces/{namespace}/pipelineruns/b?watch=1&timeoutSeconds=1")
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "b")]
 
 
+@pytest.mark.loopback_only("uses the bundled Kueue v1beta2 Workload CRD, which real clusters need not serve")
 def test_dynamic_client_watch(apiserver: ApiServer, k8s: Clients) -> None:
     workloads = k8s.dynamic().resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="Workload")
     body = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": "wl"},
@@ -198,6 +205,7 @@ def test_dynamic_client_watch(apiserver: ApiServer, k8s: Clients) -> None:
     assert seen == ["ADDED"]
 
 
+@pytest.mark.loopback_only("counts on a quiet server: resourceVersion + 100 is soon reached on a live cluster")
 def test_watch_from_the_future_is_an_error_event(raw: Raw, apiserver: ApiServer) -> None:
     future = apiserver.resource_version + 100
     events = stream_lines(raw, f"/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={future}")
