@@ -29,7 +29,8 @@ from mkpolicy.errors import (
 
 if TYPE_CHECKING:
     from mkpolicy import cel
-    from mkpolicy.engine import Adapter, Context, compile, mutate
+    from mkpolicy.engine import Adapter, Context, compile
+    from mkpolicy.engine.mutate import mutate  # not via mkpolicy.engine: mypy mistakes it for the submodule
     from mkpolicy.policy import FrameworkPolicy, load
 
 __version__ = "0.1.0"

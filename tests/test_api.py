@@ -18,10 +18,15 @@ def test_design_section_6_walkthrough() -> None:
     tekton = next(p for p in policies if p.name == "tekton-pipelinerun")
     adapter = mkpolicy.compile(tekton)
     assert isinstance(adapter, mkpolicy.Adapter)
-    ctx = mkpolicy.Context(workload_name="wl-1", origin="multikueue", cluster="worker1", workload=None,
-                           identifier="annotation")
-    obj = {"apiVersion": "tekton.dev/v1", "kind": "PipelineRun", "metadata": {"name": "a", "namespace": "n"},
-           "spec": {"managedBy": "kueue.x-k8s.io/multikueue"}}
+    ctx = mkpolicy.Context(
+        workload_name="wl-1", origin="multikueue", cluster="worker1", workload=None, identifier="annotation"
+    )
+    obj = {
+        "apiVersion": "tekton.dev/v1",
+        "kind": "PipelineRun",
+        "metadata": {"name": "a", "namespace": "n"},
+        "spec": {"managedBy": "kueue.x-k8s.io/multikueue"},
+    }
     assert adapter.is_managed(obj) == (True, "")
     worker = adapter.create(obj, ctx)
     assert worker["metadata"]["annotations"]["kueue.x-k8s.io/prebuilt-workload-name"] == "wl-1"
@@ -47,8 +52,11 @@ def test_mutate_and_cel_evaluate() -> None:
     ("expression", "bindings", "expected"),
     [
         ("1u + x", {"x": mkpolicy.cel.Uint(2)}, mkpolicy.cel.Uint(3)),
-        ("t + duration('1h')", {"t": dt.datetime(2026, 1, 1, tzinfo=dt.UTC)},
-         dt.datetime(2026, 1, 1, 1, tzinfo=dt.UTC)),
+        (
+            "t + duration('1h')",
+            {"t": dt.datetime(2026, 1, 1, tzinfo=dt.UTC)},
+            dt.datetime(2026, 1, 1, 1, tzinfo=dt.UTC),
+        ),
         ("d * 2.0", {"d": 1.5}, 3.0),
         ("b'ab' + b", {"b": b"c"}, b"abc"),
         ("duration('90s')", {}, dt.timedelta(seconds=90)),

@@ -6,6 +6,7 @@ import json
 import sys
 from typing import Any, TextIO
 
+import mkpolicy.yamldata as yamldata
 from mkpolicy.errors import InputError, Location, MkpolicyError
 
 EXIT_OK = 0
@@ -32,33 +33,13 @@ def report_policy_error(exc: MkpolicyError, stream: TextIO | None = None) -> int
 
 
 def read_object(path: str) -> dict[str, Any]:
-    """Read one Kubernetes object from a YAML or JSON file ("-" for stdin)."""
-    import yaml
-
-    try:
-        if path == "-":
-            text = sys.stdin.read()
-            name = "<stdin>"
-        else:
-            with open(path, encoding="utf-8") as fh:
-                text = fh.read()
-            name = path
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read object: {getattr(exc, 'strerror', None) or exc}", Location(path)) from None
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        docs = [d for d in yaml.load_all(text, Loader=loader) if d is not None]
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        loc = Location(name, mark.line + 1, mark.column + 1) if mark is not None else Location(name)
-        raise InputError(f"malformed YAML: {exc.problem}", loc) from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"malformed YAML: {exc}", Location(name)) from None
+    """Read one Kubernetes object from a YAML or JSON file ("-" for stdin), bounded."""
+    name = "<stdin>" if path == "-" else path
+    docs = yamldata.load_file(path)
     if len(docs) != 1 or not isinstance(docs[0], dict):
         found = f"{len(docs)} documents" if len(docs) != 1 else f"a {type(docs[0]).__name__}"
         raise InputError(f"expected exactly one Kubernetes object (a mapping); found {found}", Location(name))
-    # Round-trip through JSON: YAML timestamps and the like become plain strings.
-    obj: dict[str, Any] = json.loads(json.dumps(docs[0], default=str))
+    obj: dict[str, Any] = docs[0]
     return obj
 
 

@@ -110,19 +110,16 @@ def _load_value(name: str, value: str) -> Any:
     import os
 
     from mkpolicy.errors import InputError, Location
+    from mkpolicy.yamldata import load_file
 
     if os.path.isfile(value):
-        import yaml
-
         try:
-            with open(value, encoding="utf-8") as fh:
-                docs = [d for d in yaml.safe_load_all(fh) if d is not None]
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise InputError(f"--var {name}: cannot read {value}: {exc}", Location(value)) from None
+            docs = load_file(value)
+        except InputError as exc:
+            raise InputError(f"--var {name}: {exc.message}", exc.location) from None
         if len(docs) != 1:
             raise InputError(f"--var {name}: {value} holds {len(docs)} documents, expected one", Location(value))
-        # Through JSON: YAML timestamps and the like become the strings Kubernetes sees.
-        return json.loads(json.dumps(docs[0], default=str))
+        return docs[0]
     try:
         return json.loads(value)
     except json.JSONDecodeError:

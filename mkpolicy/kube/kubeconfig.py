@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from mkpolicy.errors import Location, MkpolicyError
+import mkpolicy.yamldata as yamldata
+from mkpolicy.errors import InputError, Location, MkpolicyError
 from mkpolicy.kube.rest import RestConfig
 
 #: The key under which Kueue reads a MultiKueueCluster's kubeconfig from its Secret.
@@ -91,19 +92,18 @@ def dump_kubeconfig(config: Mapping[str, Any]) -> str:
 
 def parse_kubeconfig(text: str | bytes, source: str = "<kubeconfig>") -> dict[str, Any]:
     """Parse kubeconfig YAML (or JSON) into a mapping; raises :class:`KubeconfigError`."""
-    import yaml
-
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError:
             raise KubeconfigError("expected UTF-8 YAML; found binary data", Location(source)) from None
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        loc = Location(source, mark.line + 1, mark.column + 1) if mark is not None else Location(source)
-        raise KubeconfigError(f"malformed YAML: {getattr(exc, 'problem', None) or exc}", loc) from None
+        docs = yamldata.load_all(text, source)
+    except InputError as exc:
+        raise KubeconfigError(exc.message, exc.location) from None
+    if len(docs) > 1:
+        raise KubeconfigError(f"expected one YAML document; found {len(docs)}", Location(source))
+    data = docs[0] if docs else None
     if not isinstance(data, dict):
         raise KubeconfigError(f"expected a kubeconfig mapping; found {type(data).__name__}", Location(source))
     if data.get("kind", "Config") != "Config":

@@ -16,9 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mkpolicy.lint.checks.schema import read_schema_document, schema_path
+from mkpolicy.lint.checks.schema import schema_path
 from mkpolicy.policy import GVK, FrameworkPolicy
 from mkpolicy.policy.kueue import generic_adapter_gap
+from mkpolicy.structural import read_schema_document
 
 #: (group, kind) of the job kinds Kueue integrates natively (its own MultiKueue adapters).
 MANAGER_VERBS = ["get", "list", "watch", "patch", "update"]

@@ -16,10 +16,9 @@ from mkpolicy.engine import DEFAULT_ORIGIN
 from mkpolicy.engine.generic import clone, remove_pointer
 from mkpolicy.errors import InputError, Location, PolicyError
 from mkpolicy.jsonvalues import copy_json
-from mkpolicy.lint.checks.schema import read_schema_document
 from mkpolicy.policy import DEFAULT_MANAGED_BY_PATH, GVK, MULTIKUEUE_CONTROLLER, parse_gvk
 from mkpolicy.policy.model import check_pointer
-from mkpolicy.structural import Schema
+from mkpolicy.structural import Schema, read_schema_document
 
 _MAX_EXAMPLE_DEPTH = 8
 
@@ -44,7 +43,7 @@ def load_crd(path: str, gvk: GVK) -> tuple[dict[str, Any], Schema]:
     try:
         document = read_schema_document(path)
     except PolicyError as exc:
-        raise InputError(exc.message, Location(path)) from None
+        raise InputError(exc.message, exc.location) from None
     if not isinstance(document, dict) or document.get("kind") != "CustomResourceDefinition":
         raise InputError("expected a CustomResourceDefinition", Location(path))
     spec = document.get("spec") or {}
@@ -56,7 +55,7 @@ def load_crd(path: str, gvk: GVK) -> tuple[dict[str, Any], Schema]:
     try:
         schema = Schema.from_document(document, gvk.version, path)
     except PolicyError as exc:
-        raise InputError(exc.message, Location(path)) from None
+        raise InputError(exc.message, exc.location) from None
     return document, schema
 
 

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import mkpolicy.yamldata as yamldata
 from mkpolicy.errors import InputError, Location, PolicyError
 
 Path = tuple[str | int, ...]
@@ -215,25 +216,7 @@ class Document:
 
 def read_text(file: str) -> str:
     """Read a policy file as UTF-8, with clear errors for binary or huge files."""
-    try:
-        with open(file, "rb") as fh:
-            raw = fh.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise InputError(f"cannot read file: {exc.strerror or exc}", Location(file)) from None
-    if len(raw) > MAX_FILE_BYTES:
-        raise InputError(
-            f"file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB; policy files are small YAML documents",
-            Location(file),
-        )
-    if b"\x00" in raw:
-        raise InputError("expected a YAML text file, found binary data (NUL bytes)", Location(file))
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise InputError(
-            f"expected UTF-8 text, found an invalid byte at offset {exc.start}", Location(file, line)
-        ) from None
+    return yamldata.read_text(file, max_bytes=MAX_FILE_BYTES, hint="policy files are small YAML documents")
 
 
 def parse_documents(text: str, file: str) -> Iterator[Document]:

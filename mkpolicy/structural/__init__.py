@@ -16,7 +16,27 @@ import json
 import os
 from typing import Any
 
-from mkpolicy.errors import Location, PolicyError
+import mkpolicy.yamldata as yamldata
+from mkpolicy.errors import InputError, Location, PolicyError
+
+
+def read_schema_document(path: str) -> Any:
+    """Parse a CRD or OpenAPI schema file (JSON or YAML); the first CRD of a YAML stream wins."""
+    try:
+        text = yamldata.read_text(path)
+    except InputError as exc:
+        reason = exc.message.removeprefix("cannot read file: ")
+        raise PolicyError(f"cannot read schema file: {reason}", exc.location) from None
+    try:
+        if path.endswith(".json"):
+            return json.loads(text)
+        documents = yamldata.load_all(text, path)
+    except InputError as exc:
+        raise PolicyError(f"cannot parse schema file: {exc.message}", exc.location) from None
+    except (ValueError, RecursionError) as exc:
+        raise PolicyError(f"cannot parse schema file: {exc}", Location(path)) from None
+    crds = [d for d in documents if isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition"]
+    return crds[0] if crds else (documents[0] if documents else None)
 
 
 class Schema:
@@ -71,24 +91,7 @@ class Schema:
     @classmethod
     def load(cls, path: str, version: str | None = None) -> Schema:
         """Load a CRD or OpenAPI schema from a YAML or JSON file."""
-        try:
-            with open(path, "rb") as fh:
-                raw = fh.read()
-        except OSError as exc:
-            raise PolicyError(f"cannot read schema file: {exc.strerror or exc}", Location(path)) from None
-        try:
-            if path.endswith(".json"):
-                document = json.loads(raw)
-            else:
-                import yaml
-
-                loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-                documents = [d for d in yaml.load_all(raw, Loader=loader) if d is not None]
-                crds = [d for d in documents if isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition"]
-                document = crds[0] if crds else (documents[0] if documents else None)
-        except Exception as exc:
-            raise PolicyError(f"cannot parse schema file: {exc}", Location(path)) from None
-        return cls.from_document(document, version, os.fspath(path))
+        return cls.from_document(read_schema_document(path), version, os.fspath(path))
 
     # -- navigation -------------------------------------------------------------------
     @property

@@ -132,7 +132,10 @@ URLS = [
     ("url('https://example.com/path with spaces/').getEscapedPath()", "/path%20with%20spaces/"),
     ("url('https://example.com').getEscapedPath()", ""),
     ("url('https://example.com/path?k1=a&k2=b&k2=c').getQuery()", {"k1": ["a"], "k2": ["b", "c"]}),
-    ("url('https://example.com/path?key with spaces=value with spaces').getQuery()", {"key with spaces": ["value with spaces"]}),
+    (
+        "url('https://example.com/path?key with spaces=value with spaces').getQuery()",
+        {"key with spaces": ["value with spaces"]},
+    ),
     ("url('https://example.com/path?').getQuery()", {}),
     ("isURL('https://user:pass@example.com:80/path?query=val#fragment')", True),
     ("isURL('/absolute-path')", True),
@@ -334,7 +337,21 @@ KUBERNETES = [
     ("dyn(1) == 1.0 && 1 < 1.5 && 2u > 1", True),
 ]
 
-ALL = STRINGS + LISTS + REGEX + URLS + QUANTITY + NETWORK + FORMAT + SEMVER + MATH + OPTIONAL + COMPREHENSIONS + TIME + KUBERNETES
+ALL = (
+    STRINGS
+    + LISTS
+    + REGEX
+    + URLS
+    + QUANTITY
+    + NETWORK
+    + FORMAT
+    + SEMVER
+    + MATH
+    + OPTIONAL
+    + COMPREHENSIONS
+    + TIME
+    + KUBERNETES
+)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

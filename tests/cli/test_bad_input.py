@@ -161,3 +161,42 @@ def test_unreadable_file(tmp_path: Path) -> None:
     code, output, _ = mkpolicy("lint", "secret.yaml", cwd=tmp_path)
     assert code == 2
     assert "secret.yaml: error: cannot read file: Permission denied" in output
+
+
+def _object_bomb(levels: int = 9) -> str:
+    """A Kubernetes object whose labels hold a YAML bomb (10**levels strings expanded)."""
+    return "apiVersion: tekton.dev/v1\nkind: PipelineRun\nmetadata:\n  name: x\nspec:\n" + bomb(levels).split(
+        "  params:\n", 1
+    )[1].replace("    a", "  a")
+
+
+OBJECT_CASES = [
+    (
+        ["apply", "--policy", "{policies}", "--phase", "create", "-f", "bomb.yaml"],
+        "expands to more than 2,000,000 nodes",
+    ),
+    (["eval", "object.spec", "--var", "object=bomb.yaml"], "--var object: the YAML stream expands to more than"),
+    (["eval", "1", "--schema", "object=bomb.yaml"], "bomb.yaml:1:1: cannot parse schema file: the YAML stream expands"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), OBJECT_CASES, ids=["apply", "eval-var", "eval-schema"])
+def test_object_files_are_bounded(tmp_path: Path, argv: list[str], message: str) -> None:
+    (tmp_path / "bomb.yaml").write_text(_object_bomb())
+    policies = str(Path(__file__).resolve().parents[2] / "policies" / "tekton-pipelinerun.yaml")
+    code, output, elapsed = mkpolicy(*(a.format(policies=policies) for a in argv), cwd=tmp_path)
+    assert code == 2, output
+    assert message in output
+    assert "Traceback" not in output
+    assert elapsed < TIME_LIMIT
+
+
+def test_lint_reports_a_schema_bomb(tmp_path: Path) -> None:
+    (tmp_path / "crd.yaml").write_text(_object_bomb())
+    (tmp_path / "p.yaml").write_text(HEADER + "  schema: crd.yaml\n  managedBy:\n    path: /spec/managedBy\n")
+    code, output, elapsed = mkpolicy("lint", "p.yaml", cwd=tmp_path)
+    assert (
+        "MKP107 spec.schema 'crd.yaml' (crd.yaml:1:1): cannot parse schema file: the YAML stream expands" in output
+    ), output
+    assert code == 1
+    assert elapsed < TIME_LIMIT

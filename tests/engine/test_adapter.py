@@ -46,18 +46,30 @@ def manager(**spec: Any) -> dict[str, Any]:
     ("expression", "violation"),
     [
         ("[JSONPatch{op: 'replace', path: '/metadata/name', value: 'x'}]", "metadata.name changed from 'pr' to 'x'"),
-        ("[JSONPatch{op: 'replace', path: '/metadata/namespace', value: 'other'}]",
-         "metadata.namespace changed from 'ns' to 'other'"),
-        ("[JSONPatch{op: 'add', path: '/metadata/ownerReferences', value: []}]",
-         "metadata.ownerReferences must not be set on a worker copy"),
+        (
+            "[JSONPatch{op: 'replace', path: '/metadata/namespace', value: 'other'}]",
+            "metadata.namespace changed from 'ns' to 'other'",
+        ),
+        (
+            "[JSONPatch{op: 'add', path: '/metadata/ownerReferences', value: []}]",
+            "metadata.ownerReferences must not be set on a worker copy",
+        ),
         ("[JSONPatch{op: 'add', path: '/metadata/uid', value: 'u'}]", "metadata.uid must not be set on a worker copy"),
         ("[JSONPatch{op: 'add', path: '/status', value: {}}]", "status must not be set on a worker copy"),
-        ("[JSONPatch{op: 'add', path: '/spec/managedBy', value: 'x'}]", "the managedBy field /spec/managedBy must stay removed"),
+        (
+            "[JSONPatch{op: 'add', path: '/spec/managedBy', value: 'x'}]",
+            "the managedBy field /spec/managedBy must stay removed",
+        ),
         ("[JSONPatch{op: 'replace', path: '/kind', value: 'TaskRun'}]", "kind changed from 'PipelineRun' to 'TaskRun'"),
-        ("[JSONPatch{op: 'remove', path: '/metadata/labels/kueue.x-k8s.io~1multikueue-origin'}]",
-         "the origin label kueue.x-k8s.io/multikueue-origin='mk' was changed or removed"),
-        ("[JSONPatch{op: 'replace', path: '/metadata/annotations/kueue.x-k8s.io~1prebuilt-workload-name', "
-         "value: 'other'}]", "the prebuilt-workload annotation kueue.x-k8s.io/prebuilt-workload-name was changed or removed"),
+        (
+            "[JSONPatch{op: 'remove', path: '/metadata/labels/kueue.x-k8s.io~1multikueue-origin'}]",
+            "the origin label kueue.x-k8s.io/multikueue-origin='mk' was changed or removed",
+        ),
+        (
+            "[JSONPatch{op: 'replace', path: '/metadata/annotations/kueue.x-k8s.io~1prebuilt-workload-name', "
+            "value: 'other'}]",
+            "the prebuilt-workload annotation kueue.x-k8s.io/prebuilt-workload-name was changed or removed",
+        ),
     ],
 )
 def test_creation_invariants(expression: str, violation: str) -> None:
@@ -172,8 +184,12 @@ def test_match_condition_errors_follow_the_failure_policy(failure_policy: str, r
 
 def test_managed_by_elsewhere_and_null() -> None:
     kubeflow = policy("managedBy: {path: /spec/runPolicy/managedBy}\n", framework="PyTorchJob.v1.kubeflow.org")
-    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "j", "namespace": "ns"},
-           "spec": {"runPolicy": {"managedBy": "kueue.x-k8s.io/multikueue", "x": 1}}}
+    job = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "j", "namespace": "ns"},
+        "spec": {"runPolicy": {"managedBy": "kueue.x-k8s.io/multikueue", "x": 1}},
+    }
     assert kubeflow.create(job, CTX)["spec"] == {"runPolicy": {"x": 1}}
     always = policy("managedBy: null\nsync: {mode: none}\n", framework="StatefulSet.v1.apps")
     sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "s"}, "spec": {"replicas": 1}}
@@ -237,8 +253,12 @@ def test_sync_with_patches_returns_a_status_merge_patch() -> None:
     assert adapter.sync(manager(), {"status": {"phase": "Done", "noise": 1}}, CTX) == {
         "status": {"phase": "Done", "cluster": "worker1"}
     }
-    assert adapter.sync({**manager(), "status": {"phase": "Done", "cluster": "worker1"}},
-                        {"status": {"phase": "Done"}}, CTX) is None
+    assert (
+        adapter.sync(
+            {**manager(), "status": {"phase": "Done", "cluster": "worker1"}}, {"status": {"phase": "Done"}}, CTX
+        )
+        is None
+    )
 
 
 def test_sync_without_status_subresource_may_write_the_main_resource() -> None:

@@ -21,14 +21,19 @@ SCHEMA: dict[str, Any] = {
             "type": "object",
             "properties": {
                 "replicas": {"type": "integer"},
-                "selector": {"type": "object", "x-kubernetes-map-type": "atomic",
-                             "properties": {"app": {"type": "string"}}},
+                "selector": {
+                    "type": "object",
+                    "x-kubernetes-map-type": "atomic",
+                    "properties": {"app": {"type": "string"}},
+                },
                 "env": {
                     "type": "array",
                     "x-kubernetes-list-type": "map",
                     "x-kubernetes-list-map-keys": ["name"],
-                    "items": {"type": "object", "properties": {"name": {"type": "string"},
-                                                               "value": {"type": "string"}}},
+                    "items": {
+                        "type": "object",
+                        "properties": {"name": {"type": "string"}, "value": {"type": "string"}},
+                    },
                 },
                 "tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
                 "args": {"type": "array", "items": {"type": "string"}},
@@ -69,8 +74,10 @@ def apply(expression: str, schema: dict[str, Any] | None = SCHEMA) -> dict[str, 
         pytest.param(
             "Object{spec: Object.spec{env: [Object.spec.env{name: 'B', value: 'two'}, "
             "Object.spec.env{name: 'C', value: '3'}]}}",
-            {**OBJ["spec"], "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "two"},
-                                    {"name": "C", "value": "3"}]},
+            {
+                **OBJ["spec"],
+                "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "two"}, {"name": "C", "value": "3"}],
+            },
             id="map-list-merges-by-key-keeping-order",
         ),
         pytest.param(
@@ -80,15 +87,20 @@ def apply(expression: str, schema: dict[str, Any] | None = SCHEMA) -> dict[str, 
             "Object{spec: Object.spec{?replicas: optional.none()}}", OBJ["spec"], id="optional-none-leaves-alone"
         ),
         pytest.param(
-            "Object{spec: Object.spec{?replicas: optional.of(7)}}", {**OBJ["spec"], "replicas": 7},
+            "Object{spec: Object.spec{?replicas: optional.of(7)}}",
+            {**OBJ["spec"], "replicas": 7},
             id="optional-of-sets",
         ),
         pytest.param(
-            "Object{spec: Object.spec{extra: {'k': {'deep': 1}}}}", {**OBJ["spec"], "extra": {"k": {"deep": 1}}},
+            "Object{spec: Object.spec{extra: {'k': {'deep': 1}}}}",
+            {**OBJ["spec"], "extra": {"k": {"deep": 1}}},
             id="preserve-unknown-map",
         ),
-        pytest.param("Object{spec: Object.spec{replicas: null}}", {k: v for k, v in OBJ["spec"].items()
-                                                                   if k != "replicas"}, id="null-removes"),
+        pytest.param(
+            "Object{spec: Object.spec{replicas: null}}",
+            {k: v for k, v in OBJ["spec"].items() if k != "replicas"},
+            id="null-removes",
+        ),
     ],
 )
 def test_merge(expression: str, expected_spec: dict[str, Any]) -> None:
@@ -105,20 +117,45 @@ def test_metadata_is_object_meta_whatever_the_schema_says() -> None:
 @pytest.mark.parametrize(
     ("expression", "schema", "message"),
     [
-        pytest.param("Object{spec: Object.spec{args: ['--x']}}", SCHEMA, ".spec.args is an atomic list",
-                     id="atomic-list"),
-        pytest.param("Object{spec: Object.spec{selector: Object.spec.selector{app: 'x'}}}", SCHEMA,
-                     ".spec.selector is an atomic map or struct", id="atomic-struct"),
-        pytest.param("Object{spec: Object.spec{extra: {'l': [1]}}}", SCHEMA, ".spec.extra.l is an atomic list",
-                     id="deduced-list-is-atomic"),
-        pytest.param("Object{spec: Object.spec{tags: ['y']}}", None, ".spec.tags is an atomic list",
-                     id="no-schema-lists-are-atomic"),
-        pytest.param("Object{spec: Object.spec{bogus: 1}}", SCHEMA, ".spec.bogus: field not declared in schema",
-                     id="undeclared-field"),
-        pytest.param("Object{spec: Object.spec{env: [Object.spec.env{name: 'A'}, Object.spec.env{name: 'A'}]}}",
-                     SCHEMA, "duplicate entry for key {'name': 'A'}", id="duplicate-map-key"),
-        pytest.param("Object{spec: Object.metadata{replicas: 1}}", SCHEMA,
-                     "type mismatch: Object.metadata{...} is set where Object.spec{...} belongs", id="type-names"),
+        pytest.param(
+            "Object{spec: Object.spec{args: ['--x']}}", SCHEMA, ".spec.args is an atomic list", id="atomic-list"
+        ),
+        pytest.param(
+            "Object{spec: Object.spec{selector: Object.spec.selector{app: 'x'}}}",
+            SCHEMA,
+            ".spec.selector is an atomic map or struct",
+            id="atomic-struct",
+        ),
+        pytest.param(
+            "Object{spec: Object.spec{extra: {'l': [1]}}}",
+            SCHEMA,
+            ".spec.extra.l is an atomic list",
+            id="deduced-list-is-atomic",
+        ),
+        pytest.param(
+            "Object{spec: Object.spec{tags: ['y']}}",
+            None,
+            ".spec.tags is an atomic list",
+            id="no-schema-lists-are-atomic",
+        ),
+        pytest.param(
+            "Object{spec: Object.spec{bogus: 1}}",
+            SCHEMA,
+            ".spec.bogus: field not declared in schema",
+            id="undeclared-field",
+        ),
+        pytest.param(
+            "Object{spec: Object.spec{env: [Object.spec.env{name: 'A'}, Object.spec.env{name: 'A'}]}}",
+            SCHEMA,
+            "duplicate entry for key {'name': 'A'}",
+            id="duplicate-map-key",
+        ),
+        pytest.param(
+            "Object{spec: Object.metadata{replicas: 1}}",
+            SCHEMA,
+            "type mismatch: Object.metadata{...} is set where Object.spec{...} belongs",
+            id="type-names",
+        ),
     ],
 )
 def test_rejected_configurations(expression: str, schema: dict[str, Any] | None, message: str) -> None:

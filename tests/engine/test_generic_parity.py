@@ -54,19 +54,41 @@ FULL_META = {
 }
 
 CREATE_CASES = [
-    pytest.param(manager(), "annotation", "wl-1",
-                 {"labels": {ORIGIN: "multikueue"}, "annotations": {PREBUILT: "wl-1"}}, id="no-labels-annotation-mode"),
-    pytest.param(manager(labels={"team": "a"}), "annotation", "wl-1",
-                 {"labels": {"team": "a", ORIGIN: "multikueue"}, "annotations": {PREBUILT: "wl-1"}},
-                 id="existing-labels-kept"),
-    pytest.param(manager(labels={"team": "a"}), "label", "wl-1",
-                 {"labels": {"team": "a", ORIGIN: "multikueue", PREBUILT: "wl-1"}}, id="label-mode"),
-    pytest.param(manager(), "label", LONG_NAME,
-                 {"labels": {ORIGIN: "multikueue"}, "annotations": {PREBUILT: LONG_NAME}},
-                 id="label-mode-long-name-uses-annotation"),
-    pytest.param(manager(**FULL_META), "annotation", "wl-1",
-                 {"labels": {"team": "a", ORIGIN: "multikueue"}, "annotations": {"note": "n", PREBUILT: "wl-1"}},
-                 id="server-fields-dropped"),
+    pytest.param(
+        manager(),
+        "annotation",
+        "wl-1",
+        {"labels": {ORIGIN: "multikueue"}, "annotations": {PREBUILT: "wl-1"}},
+        id="no-labels-annotation-mode",
+    ),
+    pytest.param(
+        manager(labels={"team": "a"}),
+        "annotation",
+        "wl-1",
+        {"labels": {"team": "a", ORIGIN: "multikueue"}, "annotations": {PREBUILT: "wl-1"}},
+        id="existing-labels-kept",
+    ),
+    pytest.param(
+        manager(labels={"team": "a"}),
+        "label",
+        "wl-1",
+        {"labels": {"team": "a", ORIGIN: "multikueue", PREBUILT: "wl-1"}},
+        id="label-mode",
+    ),
+    pytest.param(
+        manager(),
+        "label",
+        LONG_NAME,
+        {"labels": {ORIGIN: "multikueue"}, "annotations": {PREBUILT: LONG_NAME}},
+        id="label-mode-long-name-uses-annotation",
+    ),
+    pytest.param(
+        manager(**FULL_META),
+        "annotation",
+        "wl-1",
+        {"labels": {"team": "a", ORIGIN: "multikueue"}, "annotations": {"note": "n", PREBUILT: "wl-1"}},
+        id="server-fields-dropped",
+    ),
 ]
 
 
@@ -92,12 +114,21 @@ SYNC_CASES = [
     pytest.param(None, None, None, id="worker-without-status"),
     pytest.param({"phase": "Running"}, None, None, id="worker-without-status-keeps-manager"),
     pytest.param(None, {"phase": "Running"}, {"status": {"phase": "Running"}}, id="first-status"),
-    pytest.param({"phase": "Running", "start": "t0"}, {"phase": "Done", "end": "t1"},
-                 {"status": {"phase": "Done", "start": None, "end": "t1"}}, id="merge-patch-diff"),
-    pytest.param({"conditions": [{"type": "A"}]}, {"conditions": [{"type": "A"}, {"type": "B"}]},
-                 {"status": {"conditions": [{"type": "A"}, {"type": "B"}]}}, id="lists-sent-whole"),
-    pytest.param({"nested": {"a": 1, "b": 2}}, {"nested": {"a": 1}}, {"status": {"nested": {"b": None}}},
-                 id="nested-removal"),
+    pytest.param(
+        {"phase": "Running", "start": "t0"},
+        {"phase": "Done", "end": "t1"},
+        {"status": {"phase": "Done", "start": None, "end": "t1"}},
+        id="merge-patch-diff",
+    ),
+    pytest.param(
+        {"conditions": [{"type": "A"}]},
+        {"conditions": [{"type": "A"}, {"type": "B"}]},
+        {"status": {"conditions": [{"type": "A"}, {"type": "B"}]}},
+        id="lists-sent-whole",
+    ),
+    pytest.param(
+        {"nested": {"a": 1, "b": 2}}, {"nested": {"a": 1}}, {"status": {"nested": {"b": None}}}, id="nested-removal"
+    ),
 ]
 
 
@@ -121,8 +152,10 @@ def test_sync_matches_the_generic_adapter(
     ("spec", "reason"),
     [
         ({"pipelineRef": {"name": "p"}}, 'Expecting .spec.managedBy to be "kueue.x-k8s.io/multikueue" not ""'),
-        ({"managedBy": "someone-else"},
-         'Expecting .spec.managedBy to be "kueue.x-k8s.io/multikueue" not "someone-else"'),
+        (
+            {"managedBy": "someone-else"},
+            'Expecting .spec.managedBy to be "kueue.x-k8s.io/multikueue" not "someone-else"',
+        ),
         ({"managedBy": 3}, "expected .spec.managedBy to be a string; found int 3"),
     ],
 )

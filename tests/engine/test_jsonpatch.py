@@ -20,40 +20,78 @@ DOC: dict[str, Any] = {"a": {"b": 1, "l": [1, 2, 3]}, "s": "x", "k/~": True}
 
 OK = [
     # K8S: replace of a missing member adds it (RFC: error).
-    ("replace-missing-adds", [{"op": "replace", "path": "/a/c", "value": 2}],
-     {"a": {"b": 1, "l": [1, 2, 3], "c": 2}, "s": "x", "k/~": True}),
-    ("replace-existing", [{"op": "replace", "path": "/a/b", "value": 5}],
-     {"a": {"b": 5, "l": [1, 2, 3]}, "s": "x", "k/~": True}),
-    ("add-append-dash", [{"op": "add", "path": "/a/l/-", "value": 4}],
-     {"a": {"b": 1, "l": [1, 2, 3, 4]}, "s": "x", "k/~": True}),
-    ("add-at-length-appends", [{"op": "add", "path": "/a/l/3", "value": 4}],
-     {"a": {"b": 1, "l": [1, 2, 3, 4]}, "s": "x", "k/~": True}),
-    ("add-inserts", [{"op": "add", "path": "/a/l/0", "value": 0}],
-     {"a": {"b": 1, "l": [0, 1, 2, 3]}, "s": "x", "k/~": True}),
+    (
+        "replace-missing-adds",
+        [{"op": "replace", "path": "/a/c", "value": 2}],
+        {"a": {"b": 1, "l": [1, 2, 3], "c": 2}, "s": "x", "k/~": True},
+    ),
+    (
+        "replace-existing",
+        [{"op": "replace", "path": "/a/b", "value": 5}],
+        {"a": {"b": 5, "l": [1, 2, 3]}, "s": "x", "k/~": True},
+    ),
+    (
+        "add-append-dash",
+        [{"op": "add", "path": "/a/l/-", "value": 4}],
+        {"a": {"b": 1, "l": [1, 2, 3, 4]}, "s": "x", "k/~": True},
+    ),
+    (
+        "add-at-length-appends",
+        [{"op": "add", "path": "/a/l/3", "value": 4}],
+        {"a": {"b": 1, "l": [1, 2, 3, 4]}, "s": "x", "k/~": True},
+    ),
+    (
+        "add-inserts",
+        [{"op": "add", "path": "/a/l/0", "value": 0}],
+        {"a": {"b": 1, "l": [0, 1, 2, 3]}, "s": "x", "k/~": True},
+    ),
     # K8S: negative indices count from the end (v4's SupportNegativeIndices).
-    ("add-negative-index", [{"op": "add", "path": "/a/l/-4", "value": 0}],
-     {"a": {"b": 1, "l": [0, 1, 2, 3]}, "s": "x", "k/~": True}),
-    ("remove-negative-index", [{"op": "remove", "path": "/a/l/-1"}],
-     {"a": {"b": 1, "l": [1, 2]}, "s": "x", "k/~": True}),
+    (
+        "add-negative-index",
+        [{"op": "add", "path": "/a/l/-4", "value": 0}],
+        {"a": {"b": 1, "l": [0, 1, 2, 3]}, "s": "x", "k/~": True},
+    ),
+    (
+        "remove-negative-index",
+        [{"op": "remove", "path": "/a/l/-1"}],
+        {"a": {"b": 1, "l": [1, 2]}, "s": "x", "k/~": True},
+    ),
     # K8S: add without value stores null.
-    ("add-without-value-is-null", [{"op": "add", "path": "/n"}],
-     {"a": {"b": 1, "l": [1, 2, 3]}, "s": "x", "k/~": True, "n": None}),
-    ("add-overwrites-member", [{"op": "add", "path": "/s", "value": "y"}],
-     {"a": {"b": 1, "l": [1, 2, 3]}, "s": "y", "k/~": True}),
+    (
+        "add-without-value-is-null",
+        [{"op": "add", "path": "/n"}],
+        {"a": {"b": 1, "l": [1, 2, 3]}, "s": "x", "k/~": True, "n": None},
+    ),
+    (
+        "add-overwrites-member",
+        [{"op": "add", "path": "/s", "value": "y"}],
+        {"a": {"b": 1, "l": [1, 2, 3]}, "s": "y", "k/~": True},
+    ),
     ("escaped-pointer", [{"op": "remove", "path": "/k~1~0"}], {"a": {"b": 1, "l": [1, 2, 3]}, "s": "x"}),
-    ("move", [{"op": "move", "from": "/a/b", "path": "/m"}],
-     {"a": {"l": [1, 2, 3]}, "s": "x", "k/~": True, "m": 1}),
-    ("copy", [{"op": "copy", "from": "/a/l", "path": "/c"}],
-     {"a": {"b": 1, "l": [1, 2, 3]}, "s": "x", "k/~": True, "c": [1, 2, 3]}),
+    ("move", [{"op": "move", "from": "/a/b", "path": "/m"}], {"a": {"l": [1, 2, 3]}, "s": "x", "k/~": True, "m": 1}),
+    (
+        "copy",
+        [{"op": "copy", "from": "/a/l", "path": "/c"}],
+        {"a": {"b": 1, "l": [1, 2, 3]}, "s": "x", "k/~": True, "c": [1, 2, 3]},
+    ),
     # K8S: a failing test is not an error: the whole patch is discarded, earlier ops too.
-    ("failed-test-discards-patch", [{"op": "add", "path": "/q", "value": 1}, {"op": "test", "path": "/a/b", "value": 2}],
-     DOC),
+    (
+        "failed-test-discards-patch",
+        [{"op": "add", "path": "/q", "value": 1}, {"op": "test", "path": "/a/b", "value": 2}],
+        DOC,
+    ),
     ("test-missing-path-discards", [{"op": "test", "path": "/nope/x", "value": 1}], DOC),
     # JSON equality: 1 == 1.0, but true != 1.
-    ("test-number-equality", [{"op": "test", "path": "/a/b", "value": 1.0}, {"op": "add", "path": "/q", "value": 1}],
-     {"a": {"b": 1, "l": [1, 2, 3]}, "s": "x", "k/~": True, "q": 1}),
-    ("test-bool-is-not-number", [{"op": "test", "path": "/a/b", "value": True}, {"op": "add", "path": "/q", "value": 1}],
-     DOC),
+    (
+        "test-number-equality",
+        [{"op": "test", "path": "/a/b", "value": 1.0}, {"op": "add", "path": "/q", "value": 1}],
+        {"a": {"b": 1, "l": [1, 2, 3]}, "s": "x", "k/~": True, "q": 1},
+    ),
+    (
+        "test-bool-is-not-number",
+        [{"op": "test", "path": "/a/b", "value": True}, {"op": "add", "path": "/q", "value": 1}],
+        DOC,
+    ),
 ]
 
 ERRORS = [
@@ -112,8 +150,14 @@ def test_list_index_shift_never_leaks_into_the_input() -> None:
 
 @pytest.mark.parametrize(
     ("a", "b", "equal"),
-    [(1, 1.0, True), (True, 1, False), ({"a": [1]}, {"a": [1.0]}, True), ({"a": 1}, {"a": 1, "b": 2}, False),
-     ("1", 1, False), (None, None, True)],
+    [
+        (1, 1.0, True),
+        (True, 1, False),
+        ({"a": [1]}, {"a": [1.0]}, True),
+        ({"a": 1}, {"a": 1, "b": 2}, False),
+        ("1", 1, False),
+        (None, None, True),
+    ],
 )
 def test_json_equal(a: Any, b: Any, equal: bool) -> None:
     assert json_equal(a, b) is equal
@@ -128,9 +172,14 @@ def test_escape_key_escapes_tilde_and_slash_in_one_pass(key: str, escaped: str) 
     # And the escaped key addresses the member through a real patch.
     out = mkpolicy.mutate(
         {"m": {key: 1}},
-        [{"patchType": "JSONPatch",
-          "expression": "[JSONPatch{op: 'replace', path: '/m/' + jsonpatch.escapeKey(k), value: 2}]".replace(
-              "k)", repr(key) + ")")}],
+        [
+            {
+                "patchType": "JSONPatch",
+                "expression": "[JSONPatch{op: 'replace', path: '/m/' + jsonpatch.escapeKey(k), value: 2}]".replace(
+                    "k)", repr(key) + ")"
+                ),
+            }
+        ],
     )
     assert out == {"m": {key: 2}}
 

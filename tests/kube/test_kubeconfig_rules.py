@@ -160,3 +160,10 @@ def test_parse_errors_are_located() -> None:
         parse_kubeconfig("kind: Pod\n")
     with pytest.raises(KubeconfigError, match="expected a kubeconfig mapping"):
         parse_kubeconfig("- 1\n")
+    with pytest.raises(KubeconfigError, match="expected one YAML document; found 2"):
+        parse_kubeconfig("kind: Config\n---\nkind: Config\n")
+    bomb = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 9)
+    )
+    with pytest.raises(KubeconfigError, match="k.yaml:1:1: the YAML stream expands to more than"):
+        parse_kubeconfig(bomb, "k.yaml")

@@ -13,9 +13,7 @@ from mkpolicy.policy.jsonschema import render
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_FILE = ROOT / "schemas" / "frameworkpolicy.schema.json"
-POLICY_FILES = sorted(
-    p for p in (ROOT / "policies").rglob("*.yaml") if not p.name.endswith(".test.yaml")
-)
+POLICY_FILES = sorted(p for p in (ROOT / "policies").rglob("*.yaml") if not p.name.endswith(".test.yaml"))
 
 
 def test_committed_schema_matches_the_models() -> None:
@@ -45,12 +43,28 @@ def test_shipped_policy_validates_against_the_schema_and_names_it(path: Path) ->
 @pytest.mark.parametrize(
     ("doc", "fragment"),
     [
-        ({"apiVersion": "mkpolicy.io/v1alpha1", "kind": "FrameworkPolicy", "metadata": {"name": "x"},
-          "spec": {"framework": "A.v1.b", "bogus": 1}}, "Additional properties are not allowed"),
-        ({"apiVersion": "mkpolicy.io/v1alpha1", "kind": "FrameworkPolicy", "metadata": {"name": "x"},
-          "spec": {"framework": "A.v1.b", "failurePolicy": "Never"}}, "'Never' is not one of"),
-        ({"apiVersion": "mkpolicy.io/v1alpha1", "kind": "FrameworkPolicy", "metadata": {"name": "x"},
-          "spec": {}}, "'framework' is a required property"),
+        (
+            {
+                "apiVersion": "mkpolicy.io/v1alpha1",
+                "kind": "FrameworkPolicy",
+                "metadata": {"name": "x"},
+                "spec": {"framework": "A.v1.b", "bogus": 1},
+            },
+            "Additional properties are not allowed",
+        ),
+        (
+            {
+                "apiVersion": "mkpolicy.io/v1alpha1",
+                "kind": "FrameworkPolicy",
+                "metadata": {"name": "x"},
+                "spec": {"framework": "A.v1.b", "failurePolicy": "Never"},
+            },
+            "'Never' is not one of",
+        ),
+        (
+            {"apiVersion": "mkpolicy.io/v1alpha1", "kind": "FrameworkPolicy", "metadata": {"name": "x"}, "spec": {}},
+            "'framework' is a required property",
+        ),
     ],
 )
 def test_schema_rejects_what_the_models_reject(doc: dict[str, object], fragment: str) -> None:

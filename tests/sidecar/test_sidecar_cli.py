@@ -25,7 +25,11 @@ TEKTON = POLICIES / "tekton-pipelinerun.yaml"
 
 def mkpolicy_cmd(*args: str, timeout: float = 60, **kwargs: object) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "mkpolicy", *args], capture_output=True, text=True, timeout=timeout, check=False,
+        [sys.executable, "-m", "mkpolicy", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
         **kwargs,  # type: ignore[arg-type]
     )
 
@@ -95,13 +99,19 @@ def test_check_mode(tmp_path: Path) -> None:
         insecure["clusters"][0]["cluster"]["insecure-skip-tls-verify"] = True
         insecure["users"][0]["user"]["tokenFile"] = "/var/run/token"
         bad = write(tmp_path / "bad.kubeconfig", insecure)
-        good_config = write(tmp_path / "good.yaml", {
-            "workers": [{"name": w, "kubeconfig": {"file": str(env.kubeconfigs[w])}} for w in WORKERS]
-        })
-        bad_config = write(tmp_path / "bad.yaml", {
-            "workers": [{"name": "worker1", "kubeconfig": {"file": str(env.kubeconfigs["worker1"])}},
-                        {"name": "worker2", "kubeconfig": {"file": str(bad)}}]
-        })
+        good_config = write(
+            tmp_path / "good.yaml",
+            {"workers": [{"name": w, "kubeconfig": {"file": str(env.kubeconfigs[w])}} for w in WORKERS]},
+        )
+        bad_config = write(
+            tmp_path / "bad.yaml",
+            {
+                "workers": [
+                    {"name": "worker1", "kubeconfig": {"file": str(env.kubeconfigs["worker1"])}},
+                    {"name": "worker2", "kubeconfig": {"file": str(bad)}},
+                ]
+            },
+        )
         policies = policy_dir(tmp_path, TEKTON)
         proc = mkpolicy_cmd("sidecar", "--check", "--policies", str(policies), "--config", str(good_config))
         assert proc.returncode == 0, proc.stderr
@@ -132,27 +142,54 @@ def test_serve_wire_sigterm_unwire(tmp_path: Path) -> None:
         for worker in WORKERS:
             kubeconfig = env.worker(worker).kubeconfig(cluster=worker)
             originals[worker] = yaml.safe_dump(kubeconfig).encode()
-            env.manager.create({"apiVersion": "v1", "kind": "Secret",
-                                "metadata": {"name": f"{worker}-secret", "namespace": "kueue-system"},
-                                "data": {"kubeconfig": base64.b64encode(originals[worker]).decode()}})
-            env.manager.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueCluster",
-                                "metadata": {"name": worker},
-                                "spec": {"clusterSource": {"kubeConfig": {"locationType": "Secret",
-                                                                          "location": f"{worker}-secret"}}}})
+            env.manager.create(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "metadata": {"name": f"{worker}-secret", "namespace": "kueue-system"},
+                    "data": {"kubeconfig": base64.b64encode(originals[worker]).decode()},
+                }
+            )
+            env.manager.create(
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta2",
+                    "kind": "MultiKueueCluster",
+                    "metadata": {"name": worker},
+                    "spec": {
+                        "clusterSource": {"kubeConfig": {"locationType": "Secret", "location": f"{worker}-secret"}}
+                    },
+                }
+            )
         ops = free_ports(1)[0]
-        config = write(tmp_path / "sidecar.yaml", {
-            "listen": {"basePort": 0},
-            "ops": {"address": "127.0.0.1", "port": ops},
-            "manager": {"kubeconfig": str(env.kubeconfigs["manager"])},
-            "workers": [{"name": w, "kubeconfig": {"secret": {"name": f"{w}-secret"}}} for w in WORKERS],
-            "shutdown": {"gracePeriodSeconds": 3},
-        })
+        config = write(
+            tmp_path / "sidecar.yaml",
+            {
+                "listen": {"basePort": 0},
+                "ops": {"address": "127.0.0.1", "port": ops},
+                "manager": {"kubeconfig": str(env.kubeconfigs["manager"])},
+                "workers": [{"name": w, "kubeconfig": {"secret": {"name": f"{w}-secret"}}} for w in WORKERS],
+                "shutdown": {"gracePeriodSeconds": 3},
+            },
+        )
         policies = policy_dir(tmp_path, TEKTON)
         kubeconfigs = tmp_path / "out"
         proc = subprocess.Popen(
-            [sys.executable, "-m", "mkpolicy", "sidecar", "--policies", str(policies), "--config", str(config),
-             "--wire", "--kubeconfig-dir", str(kubeconfigs)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                "-m",
+                "mkpolicy",
+                "sidecar",
+                "--policies",
+                str(policies),
+                "--config",
+                str(config),
+                "--wire",
+                "--kubeconfig-dir",
+                str(kubeconfigs),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         tokens = []
         try:
@@ -210,11 +247,15 @@ def test_invalid_policies_at_start_exit_1(tmp_path: Path) -> None:
             "apiVersion: mkpolicy.io/v1alpha1\nkind: FrameworkPolicy\nmetadata: {name: bad}\n"
             "spec: {framework: PipelineRun.v1.tekton.dev, failurePolicy: Sometimes}\n"
         )
-        config = write(tmp_path / "sidecar.yaml", {
-            "listen": {"basePort": 0}, "ops": {"port": 0},
-            "manager": {"kubeconfig": str(env.kubeconfigs["manager"])},
-            "workers": [{"name": "worker1", "kubeconfig": {"file": str(env.kubeconfigs["worker1"])}}],
-        })
+        config = write(
+            tmp_path / "sidecar.yaml",
+            {
+                "listen": {"basePort": 0},
+                "ops": {"port": 0},
+                "manager": {"kubeconfig": str(env.kubeconfigs["manager"])},
+                "workers": [{"name": "worker1", "kubeconfig": {"file": str(env.kubeconfigs["worker1"])}}],
+            },
+        )
         proc = mkpolicy_cmd("sidecar", "--policies", str(policies), "--config", str(config))
         assert proc.returncode == 1
         assert "bad.yaml:4" in proc.stderr and "failurePolicy" in proc.stderr
@@ -225,14 +266,18 @@ def test_init_state_is_shared_read_only(tmp_path: Path) -> None:
     from mkpolicy.sidecar import load_config
     from mkpolicy.sidecar.endpoints import certificate_hosts, load_or_create
 
-    config = write(tmp_path / "sidecar.yaml", {
-        "workers": [{"name": w, "kubeconfig": {"file": "unused"}} for w in WORKERS]
-    })
+    config = write(
+        tmp_path / "sidecar.yaml", {"workers": [{"name": w, "kubeconfig": {"file": "unused"}} for w in WORKERS]}
+    )
     state = tmp_path / "state"
     proc = mkpolicy_cmd("sidecar", "--init-state", str(state), "--policies", str(POLICIES), "--config", str(config))
     assert proc.returncode == 0, proc.stderr
     assert sorted(Path(line).name for line in proc.stdout.split()) == [
-        "ca.crt", "ca.key", "tls.crt", "tls.key", "tokens.json"
+        "ca.crt",
+        "ca.key",
+        "tls.crt",
+        "tls.key",
+        "tokens.json",
     ]
     first = json.loads((state / "tokens.json").read_text())
     stamps = {p.name: p.stat().st_mtime_ns for p in state.iterdir()}

@@ -61,9 +61,10 @@ def test_dispatch_and_status_write_back(tmp_path: Path, identifier: str) -> None
     with clusters(tmp_path) as env:
 
         async def scenario() -> None:
-            async with running(env.config(), policy_dir(tmp_path, TEKTON)) as sidecar, kueue(
-                env, sidecar, identifier
-            ) as driver:
+            async with (
+                running(env.config(), policy_dir(tmp_path, TEKTON)) as sidecar,
+                kueue(env, sidecar, identifier) as driver,
+            ):
                 for i, cluster in enumerate(WORKERS):
                     name, workload = f"run-{i}", f"pipelinerun-run-{i}-1a2b3"
                     env.manager.create(pipelinerun(name, env.ns))
@@ -80,8 +81,12 @@ def test_dispatch_and_status_write_back(tmp_path: Path, identifier: str) -> None
 
                     for step in (1, 2):
                         env.worker(cluster).patch(
-                            "tekton.dev/v1", "PipelineRun", name, {"status": worker_status(step)},
-                            namespace=env.ns, subresource="status",
+                            "tekton.dev/v1",
+                            "PipelineRun",
+                            name,
+                            {"status": worker_status(step)},
+                            namespace=env.ns,
+                            subresource="status",
                         )
                         before = env.manager.get("tekton.dev/v1", "PipelineRun", name, env.ns)
                         remote = env.worker(cluster).get("tekton.dev/v1", "PipelineRun", name, env.ns)
@@ -102,8 +107,17 @@ def test_dispatch_and_status_write_back(tmp_path: Path, identifier: str) -> None
                     assert await driver.delete_remote(cluster, env.ns, name)
                     assert env.worker(cluster).list("tekton.dev/v1", "PipelineRun", namespace=env.ns) == []
                     assert not await driver.delete_remote(cluster, env.ns, name)
-                assert metric(sidecar, "mkpolicy_sidecar_transforms_total", cluster="worker1",
-                              policy="tekton-pipelinerun", phase="create", result="ok") == 1
+                assert (
+                    metric(
+                        sidecar,
+                        "mkpolicy_sidecar_transforms_total",
+                        cluster="worker1",
+                        policy="tekton-pipelinerun",
+                        phase="create",
+                        result="ok",
+                    )
+                    == 1
+                )
 
         asyncio.run(scenario())
 
@@ -123,8 +137,12 @@ def test_cluster_variable_and_derived_status(tmp_path: Path) -> None:
                     assert worker["metadata"]["annotations"]["mkpolicy.io/dispatched-to"] == cluster
                     assert "timeouts" not in worker["spec"]
                 env.worker("worker2").patch(
-                    "tekton.dev/v1", "PipelineRun", "shared", {"status": worker_status(2)},
-                    namespace=env.ns, subresource="status",
+                    "tekton.dev/v1",
+                    "PipelineRun",
+                    "shared",
+                    {"status": worker_status(2)},
+                    namespace=env.ns,
+                    subresource="status",
                 )
                 manager_obj = env.manager.get("tekton.dev/v1", "PipelineRun", "shared", env.ns)
                 remote = env.worker("worker2").get("tekton.dev/v1", "PipelineRun", "shared", env.ns)
@@ -159,8 +177,12 @@ def test_list_and_watch_carry_the_synced_status(tmp_path: Path) -> None:
                 task = asyncio.create_task(watch())
                 for name in names:
                     env.worker("worker1").patch(
-                        "tekton.dev/v1", "PipelineRun", name, {"status": worker_status(2)},
-                        namespace=env.ns, subresource="status",
+                        "tekton.dev/v1",
+                        "PipelineRun",
+                        name,
+                        {"status": worker_status(2)},
+                        namespace=env.ns,
+                        subresource="status",
                     )
                 await asyncio.wait_for(task, 15)
                 for event in events:
@@ -175,32 +197,64 @@ def test_list_and_watch_carry_the_synced_status(tmp_path: Path) -> None:
                 assert len(listed["items"]) == 3
                 for item in listed["items"]:
                     assert "pipelineSpec" not in item["status"] and item["status"]["conditions"]
-                assert metric(sidecar, "mkpolicy_sidecar_watch_events_total", cluster="worker1",
-                              policy="tekton-pipelinerun") >= 3
+                assert (
+                    metric(
+                        sidecar, "mkpolicy_sidecar_watch_events_total", cluster="worker1", policy="tekton-pipelinerun"
+                    )
+                    >= 3
+                )
 
         asyncio.run(scenario())
 
 
-@pytest.mark.loopback_only("compares bytes with the worker's own answers, using its token and CA; on a live cluster "
-                            "a LIST's resourceVersion moves between the two requests")
+@pytest.mark.loopback_only(
+    "compares bytes with the worker's own answers, using its token and CA; on a live cluster "
+    "a LIST's resourceVersion moves between the two requests"
+)
 def test_passthrough_is_byte_identical(tmp_path: Path) -> None:
     """Other kinds (core, Kueue CRDs), LIST and WATCH: the same bytes as from the worker itself."""
     with clusters(tmp_path) as env:
         w1 = env.worker("worker1")
         start_rv = w1.resource_version
         for i in range(3):
-            w1.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"cm-{i}", "namespace": "team-a"},
-                       "data": {"k": "v" * (i * 1000)}})
-        w1.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
-                   "metadata": {"name": "wl-1", "namespace": "team-a"},
-                   "spec": {"queueName": "q", "podSets": [{"name": "main", "count": 1, "template": {"spec": {
-                       "containers": [{"name": "c", "image": "busybox"}]}}}]}})
+            w1.create(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": f"cm-{i}", "namespace": "team-a"},
+                    "data": {"k": "v" * (i * 1000)},
+                }
+            )
+        w1.create(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "Workload",
+                "metadata": {"name": "wl-1", "namespace": "team-a"},
+                "spec": {
+                    "queueName": "q",
+                    "podSets": [
+                        {
+                            "name": "main",
+                            "count": 1,
+                            "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}},
+                        }
+                    ],
+                },
+            }
+        )
 
-        async def fetch(session: aiohttp.ClientSession, base: str, token: str, ca: bytes, path: str,
-                        headers: dict[str, str] | None = None) -> tuple[int, str | None, bytes]:
+        async def fetch(
+            session: aiohttp.ClientSession,
+            base: str,
+            token: str,
+            ca: bytes,
+            path: str,
+            headers: dict[str, str] | None = None,
+        ) -> tuple[int, str | None, bytes]:
             tls = ssl.create_default_context(cadata=ca.decode())
-            async with session.get(base + path, headers={"Authorization": f"Bearer {token}", **(headers or {})},
-                                   ssl=tls) as resp:
+            async with session.get(
+                base + path, headers={"Authorization": f"Bearer {token}", **(headers or {})}, ssl=tls
+            ) as resp:
                 return resp.status, resp.headers.get("Content-Type"), await resp.read()
 
         async def scenario() -> None:
@@ -219,16 +273,17 @@ def test_passthrough_is_byte_identical(tmp_path: Path) -> None:
                 async with aiohttp.ClientSession(auto_decompress=False) as session:
                     for path in paths:
                         direct = await fetch(session, w1.url, w1.token, w1.ca_pem, path)
-                        via = await fetch(session, sidecar.endpoint("worker1"), creds.tokens["worker1"],
-                                          creds.ca.cert_pem, path)
+                        via = await fetch(
+                            session, sidecar.endpoint("worker1"), creds.tokens["worker1"], creds.ca.cert_pem, path
+                        )
                         assert via == direct, path
                         assert direct[2], path
                     # a protobuf request is not for the sidecar to judge: same answer as the worker's
                     proto = {"Accept": "application/vnd.kubernetes.protobuf"}
                     path = "/api/v1/namespaces/team-a/configmaps/cm-0"
-                    assert await fetch(session, sidecar.endpoint("worker1"), creds.tokens["worker1"],
-                                       creds.ca.cert_pem, path, proto) == await fetch(session, w1.url, w1.token,
-                                                                                     w1.ca_pem, path, proto)
+                    assert await fetch(
+                        session, sidecar.endpoint("worker1"), creds.tokens["worker1"], creds.ca.cert_pem, path, proto
+                    ) == await fetch(session, w1.url, w1.token, w1.ca_pem, path, proto)
 
         asyncio.run(scenario())
 
@@ -293,17 +348,29 @@ def test_refusals_create_nothing(tmp_path: Path) -> None:
                 # another version of the policy's resource
                 await refused(403, w1.get(f"/apis/tekton.dev/v1beta1/namespaces/{env.ns}/pipelineruns"), "only")
                 # a wrong token
-                bad = client({**sidecar.kubeconfig("worker1"), "users": [{"name": "worker1-kueue",
-                                                                           "user": {"token": "x" * 43}}]})
+                bad = client(
+                    {**sidecar.kubeconfig("worker1"), "users": [{"name": "worker1-kueue", "user": {"token": "x" * 43}}]}
+                )
                 try:
                     await refused(401, bad.get("/api/v1/namespaces"), "Unauthorized")
                 finally:
                     await bad.close()
-                names = [o["metadata"]["name"] for o in
-                         env.worker("worker1").list("tekton.dev/v1", "PipelineRun", namespace=env.ns)]
+                names = [
+                    o["metadata"]["name"]
+                    for o in env.worker("worker1").list("tekton.dev/v1", "PipelineRun", namespace=env.ns)
+                ]
                 assert names == ["run-1"]
-                assert metric(sidecar, "mkpolicy_sidecar_requests_total", cluster="worker1",
-                              policy="tekton-pipelinerun", verb="create", code="403") == 1
+                assert (
+                    metric(
+                        sidecar,
+                        "mkpolicy_sidecar_requests_total",
+                        cluster="worker1",
+                        policy="tekton-pipelinerun",
+                        verb="create",
+                        code="403",
+                    )
+                    == 1
+                )
 
         asyncio.run(scenario())
 
@@ -366,8 +433,16 @@ def test_failure_policy_ignore_skips_and_counts(tmp_path: Path) -> None:
                 assert await driver.sync_job("worker1", env.ns, "run-1", "wl-1") == "created"
                 worker = env.worker("worker1").get("tekton.dev/v1", "PipelineRun", "run-1", env.ns)
                 assert worker["metadata"]["annotations"]["applied"] == "yes"
-                assert metric(sidecar, "mkpolicy_sidecar_ignored_patches_total", cluster="worker1",
-                              policy="lenient", phase="create") == 1
+                assert (
+                    metric(
+                        sidecar,
+                        "mkpolicy_sidecar_ignored_patches_total",
+                        cluster="worker1",
+                        policy="lenient",
+                        phase="create",
+                    )
+                    == 1
+                )
 
         asyncio.run(scenario())
 
@@ -381,11 +456,21 @@ def test_direct_manager_reads(tmp_path: Path) -> None:
             async with running(config, policy_dir(tmp_path, TEKTON)) as sidecar, kueue(env, sidecar) as driver:
                 env.manager.create(pipelinerun("run-1", env.ns))
                 assert await driver.sync_job("worker1", env.ns, "run-1", "wl-1") == "created"
-                env.worker("worker1").patch("tekton.dev/v1", "PipelineRun", "run-1", {"status": worker_status(2)},
-                                            namespace=env.ns, subresource="status")
+                env.worker("worker1").patch(
+                    "tekton.dev/v1",
+                    "PipelineRun",
+                    "run-1",
+                    {"status": worker_status(2)},
+                    namespace=env.ns,
+                    subresource="status",
+                )
                 assert await driver.sync_job("worker1", env.ns, "run-1", "wl-1") == "synced"
-                reads = {source: metric(sidecar, "mkpolicy_sidecar_manager_reads_total", policy="tekton-pipelinerun",
-                                        source=source) for source in ("cache", "direct")}
+                reads = {
+                    source: metric(
+                        sidecar, "mkpolicy_sidecar_manager_reads_total", policy="tekton-pipelinerun", source=source
+                    )
+                    for source in ("cache", "direct")
+                }
                 assert reads["cache"] == 0 and reads["direct"] == 2  # the create, the status read
 
         asyncio.run(scenario())

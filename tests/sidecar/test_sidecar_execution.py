@@ -54,9 +54,7 @@ def test_batches_are_judged_per_object() -> None:
             assert evaluator._threaded[id(policy)] == 0
             assert not evaluator.inline(policy, items)  # but such a batch goes to a thread
             assert ran.startswith("mkpolicy-transform") or per_object * items > SLOW
-            assert (await evaluator.run(policy, spin, per_object * items, items=items)).startswith(
-                "mkpolicy-transform"
-            )
+            assert (await evaluator.run(policy, spin, per_object * items, items=items)).startswith("mkpolicy-transform")
             assert evaluator.inline(policy, 2)  # small batches inline
         finally:
             evaluator.shutdown()

@@ -39,12 +39,15 @@ PR = ("tekton.dev/v1", "PipelineRun")
 
 
 def running_status(i: int) -> dict[str, Any]:
-    return {"startTime": "2026-11-21T10:00:00Z", "conditions": [{"type": "Succeeded", "status": "Unknown",
-                                                                 "reason": "Running", "message": f"step {i}"}]}
+    return {
+        "startTime": "2026-11-21T10:00:00Z",
+        "conditions": [{"type": "Succeeded", "status": "Unknown", "reason": "Running", "message": f"step {i}"}],
+    }
 
 
-def expected_status(adapter: mkpolicy.Adapter, manager: dict[str, Any], worker: dict[str, Any], cluster: str,
-                    workload: str) -> Any:
+def expected_status(
+    adapter: mkpolicy.Adapter, manager: dict[str, Any], worker: dict[str, Any], cluster: str, workload: str
+) -> Any:
     ctx = mkpolicy.Context(workload, "multikueue", cluster)
     patch = adapter.sync(manager, worker, ctx)
     return apply_merge_patch(manager, patch).get("status") if patch else manager.get("status")
@@ -78,7 +81,9 @@ def test_worker_down_and_back(tmp_path: Path) -> None:
                         await asyncio.sleep(0.05)
                 assert results[-1] == "created"
                 assert worker_names(env, "worker1") == ["run-1"]
-                assert metric(sidecar, "mkpolicy_sidecar_upstream_errors_total", cluster="worker1", reason="connect") >= 1
+                assert (
+                    metric(sidecar, "mkpolicy_sidecar_upstream_errors_total", cluster="worker1", reason="connect") >= 1
+                )
 
         asyncio.run(scenario())
 
@@ -92,11 +97,13 @@ def test_manager_down_uses_the_cache_and_refuses_what_it_cannot_read(tmp_path: P
             async with running(env.config(), policy_dir(tmp_path, TEKTON)) as sidecar, kueue(env, sidecar) as driver:
                 env.manager.create(pipelinerun("cached"))
                 await driver.sync_job("worker1", "team-a", "cached", "wl-c")
-                await eventually(lambda: metric(sidecar, "mkpolicy_sidecar_manager_cache_objects",
-                                                policy="tekton-pipelinerun") == 1)
+                await eventually(
+                    lambda: metric(sidecar, "mkpolicy_sidecar_manager_cache_objects", policy="tekton-pipelinerun") == 1
+                )
                 manager_obj = env.manager.get(*PR, "cached", "team-a")
-                env.worker("worker1").patch(*PR, "cached", {"status": running_status(1)}, namespace="team-a",
-                                            subresource="status")
+                env.worker("worker1").patch(
+                    *PR, "cached", {"status": running_status(1)}, namespace="team-a", subresource="status"
+                )
                 env.manager.faults.unreachable()
                 try:
                     # a GET through the sidecar still answers from the cache
@@ -104,7 +111,9 @@ def test_manager_down_uses_the_cache_and_refuses_what_it_cannot_read(tmp_path: P
                     raw = env.worker("worker1").get(*PR, "cached", "team-a")
                     assert obj["status"] == expected_status(adapter, manager_obj, raw, "worker1", "wl-c")
                     # creating an object the cache has never seen needs the manager: 503, nothing created
-                    body = driver.clone({**manager_obj, "metadata": {**manager_obj["metadata"], "name": "unseen"}}, "wl-u")
+                    body = driver.clone(
+                        {**manager_obj, "metadata": {**manager_obj["metadata"], "name": "unseen"}}, "wl-u"
+                    )
                     with pytest.raises(ApiError) as info:
                         await driver.workers["worker1"].create(PIPELINERUNS.path("team-a"), body)
                     assert info.value.status == 503 and "from the manager" in info.value.message
@@ -113,8 +122,10 @@ def test_manager_down_uses_the_cache_and_refuses_what_it_cannot_read(tmp_path: P
                     env.manager.faults.reachable()
                 # the cache reconnects and sees new objects again
                 env.manager.create(pipelinerun("later"))
-                await eventually(lambda: metric(sidecar, "mkpolicy_sidecar_manager_cache_objects",
-                                                policy="tekton-pipelinerun") == 2, timeout=20)
+                await eventually(
+                    lambda: metric(sidecar, "mkpolicy_sidecar_manager_cache_objects", policy="tekton-pipelinerun") == 2,
+                    timeout=20,
+                )
                 assert await driver.sync_job("worker1", "team-a", "later", "wl-l") == "created"
 
         asyncio.run(scenario())
@@ -129,8 +140,9 @@ def test_conflicts_are_retried_without_duplicates_or_lost_status(tmp_path: Path)
             async with running(env.config(), policy_dir(tmp_path, TEKTON)) as sidecar, kueue(env, sidecar) as driver:
                 env.manager.create(pipelinerun("run-1"))
                 # the worker answers 409 to the first create: relayed as is, Kueue retries
-                env.worker("worker1").faults.fail(409, verb="create", resource="pipelineruns", reason="AlreadyExists",
-                                                  message="injected conflict")
+                env.worker("worker1").faults.fail(
+                    409, verb="create", resource="pipelineruns", reason="AlreadyExists", message="injected conflict"
+                )
                 with pytest.raises(ApiError) as info:
                     await driver.sync_job("worker1", "team-a", "run-1", "wl-1")
                 assert info.value.status == 409 and info.value.body["message"] == "injected conflict"
@@ -139,12 +151,14 @@ def test_conflicts_are_retried_without_duplicates_or_lost_status(tmp_path: Path)
                     *(driver.sync_job("worker1", "team-a", "run-1", "wl-1") for _ in range(4)), return_exceptions=True
                 )
                 assert outcomes.count("created") == 1, outcomes
-                assert all(o in ("created", "unchanged") or (isinstance(o, ApiError) and o.status == 409)
-                           for o in outcomes), outcomes
+                assert all(
+                    o in ("created", "unchanged") or (isinstance(o, ApiError) and o.status == 409) for o in outcomes
+                ), outcomes
                 assert worker_names(env, "worker1") == ["run-1"]
                 # the manager's status patch conflicts once: the retry writes it, nothing lost
-                env.worker("worker1").patch(*PR, "run-1", {"status": running_status(1)}, namespace="team-a",
-                                            subresource="status")
+                env.worker("worker1").patch(
+                    *PR, "run-1", {"status": running_status(1)}, namespace="team-a", subresource="status"
+                )
                 env.manager.faults.fail(409, verb="patch", resource="pipelineruns", subresource="status")
                 with pytest.raises(ApiError):
                     await driver.sync_job("worker1", "team-a", "run-1", "wl-1")
@@ -168,8 +182,9 @@ def test_expired_watches_resume(tmp_path: Path) -> None:
                 env.manager.create(pipelinerun("run-1"))
                 await driver.sync_job("worker1", "team-a", "run-1", "wl-1")
                 old_rv = str(env.worker("worker1").resource_version)
-                env.worker("worker1").patch(*PR, "run-1", {"status": running_status(1)}, namespace="team-a",
-                                            subresource="status")
+                env.worker("worker1").patch(
+                    *PR, "run-1", {"status": running_status(1)}, namespace="team-a", subresource="status"
+                )
                 env.worker("worker1").compact()
                 with pytest.raises(Gone):
                     async for _ in driver.watch_remote("worker1", old_rv, timeout_seconds=5):
@@ -186,8 +201,9 @@ def test_expired_watches_resume(tmp_path: Path) -> None:
 
                 task = asyncio.create_task(watch())
                 await asyncio.sleep(0.1)
-                env.worker("worker1").patch(*PR, "run-1", {"status": running_status(2)}, namespace="team-a",
-                                            subresource="status")
+                env.worker("worker1").patch(
+                    *PR, "run-1", {"status": running_status(2)}, namespace="team-a", subresource="status"
+                )
                 await asyncio.wait_for(task, 10)
                 assert seen == ["step 2"]
 
@@ -198,16 +214,26 @@ def test_expired_watches_resume(tmp_path: Path) -> None:
                 env.manager.faults.end_watches(resource="pipelineruns")
                 env.manager.create(pipelinerun("run-2"))
                 env.manager.compact()
-                await eventually(lambda: metric(sidecar, "mkpolicy_sidecar_manager_cache_relists_total",
-                                                policy="tekton-pipelinerun") > relists)
+                await eventually(
+                    lambda: (
+                        metric(sidecar, "mkpolicy_sidecar_manager_cache_relists_total", policy="tekton-pipelinerun")
+                        > relists
+                    )
+                )
                 env.manager.create(pipelinerun("run-3"))
-                await eventually(lambda: metric(sidecar, "mkpolicy_sidecar_manager_cache_objects",
-                                                policy="tekton-pipelinerun") == 3)
-                direct = metric(sidecar, "mkpolicy_sidecar_manager_reads_total", policy="tekton-pipelinerun",
-                                source="direct")
+                await eventually(
+                    lambda: metric(sidecar, "mkpolicy_sidecar_manager_cache_objects", policy="tekton-pipelinerun") == 3
+                )
+                direct = metric(
+                    sidecar, "mkpolicy_sidecar_manager_reads_total", policy="tekton-pipelinerun", source="direct"
+                )
                 assert await driver.sync_job("worker1", "team-a", "run-3", "wl-3") == "created"
-                assert metric(sidecar, "mkpolicy_sidecar_manager_reads_total", policy="tekton-pipelinerun",
-                              source="direct") == direct  # served from the relisted cache
+                assert (
+                    metric(
+                        sidecar, "mkpolicy_sidecar_manager_reads_total", policy="tekton-pipelinerun", source="direct"
+                    )
+                    == direct
+                )  # served from the relisted cache
 
         asyncio.run(scenario())
 
@@ -217,9 +243,13 @@ def test_sidecar_restarted_mid_watch_loses_no_status_update(tmp_path: Path) -> N
     with clusters(tmp_path) as env:
         ports = free_ports(3)
         config = env.config(
-            listen={"basePort": 0}, ops={"port": ports[2]}, state={"dir": str(tmp_path / "state")},
-            workers=[{"name": w, "port": p, "kubeconfig": {"file": str(env.kubeconfigs[w])}}
-                     for w, p in zip(("worker1", "worker2"), ports[:2], strict=True)],
+            listen={"basePort": 0},
+            ops={"port": ports[2]},
+            state={"dir": str(tmp_path / "state")},
+            workers=[
+                {"name": w, "port": p, "kubeconfig": {"file": str(env.kubeconfigs[w])}}
+                for w, p in zip(("worker1", "worker2"), ports[:2], strict=True)
+            ],
         )
         policies = policy_dir(tmp_path, TEKTON)
 
@@ -245,8 +275,9 @@ def test_sidecar_restarted_mid_watch_loses_no_status_update(tmp_path: Path) -> N
                 assert time.monotonic() - t0 < 5
                 for step in (1, 2, 3):
                     for _, name in jobs:
-                        env.worker("worker1").patch(*PR, name, {"status": running_status(step)},
-                                                    namespace=env.ns, subresource="status")
+                        env.worker("worker1").patch(
+                            *PR, name, {"status": running_status(step)}, namespace=env.ns, subresource="status"
+                        )
                 await asyncio.sleep(0.3)
                 assert errors, "Kueue saw the sidecar go away"
                 # the same endpoints, CA and tokens come back
@@ -254,8 +285,12 @@ def test_sidecar_restarted_mid_watch_loses_no_status_update(tmp_path: Path) -> N
                     assert second.kubeconfig("worker1") == kubeconfig
                     for _, name in jobs:
                         await eventually(
-                            lambda name=name: (env.manager.get(*PR, name, env.ns).get("status") or {})
-                            .get("conditions", [{}])[0].get("message") == "step 3",
+                            lambda name=name: (
+                                (env.manager.get(*PR, name, env.ns).get("status") or {})
+                                .get("conditions", [{}])[0]
+                                .get("message")
+                                == "step 3"
+                            ),
                             timeout=20,
                         )
                     stop.set()
@@ -270,8 +305,13 @@ def test_sidecar_restarted_mid_watch_loses_no_status_update(tmp_path: Path) -> N
 
 
 def _versioned_policy(version: str) -> str:
-    return (DATA / "tekton-policy.yaml").read_text().replace(
-        '{"mkpolicy.io/dispatched-to": cluster}', f'{{"mkpolicy.io/dispatched-to": cluster, "policy-version": "{version}"}}'
+    return (
+        (DATA / "tekton-policy.yaml")
+        .read_text()
+        .replace(
+            '{"mkpolicy.io/dispatched-to": cluster}',
+            f'{{"mkpolicy.io/dispatched-to": cluster, "policy-version": "{version}"}}',
+        )
     )
 
 
@@ -321,8 +361,9 @@ def test_invalid_policy_reload_keeps_the_last_good_set(tmp_path: Path) -> None:
             async with running(env.config(), policies) as sidecar, kueue(env, sidecar) as driver:
                 good = sidecar.policies
                 (policies / "tekton.yaml").write_text(_versioned_policy("v2").replace("framework:", "framwork:"))
-                await eventually(lambda: metric(sidecar, "mkpolicy_sidecar_policy_reload_errors_total",
-                                                reason="load") == 1)
+                await eventually(
+                    lambda: metric(sidecar, "mkpolicy_sidecar_policy_reload_errors_total", reason="load") == 1
+                )
                 assert sidecar.policies is good
                 ready, checks = sidecar.readiness()
                 assert ready and any("rejected, previous set kept" in c for c in checks)
@@ -332,8 +373,9 @@ def test_invalid_policy_reload_keeps_the_last_good_set(tmp_path: Path) -> None:
                 assert annotations["policy-version"] == "v1"
                 # an expression that does not compile is rejected the same way
                 (policies / "tekton.yaml").write_text(_versioned_policy("v2").replace('"policy-version"', "policy-"))
-                await eventually(lambda: metric(sidecar, "mkpolicy_sidecar_policy_reload_errors_total",
-                                                reason="compile") == 1)
+                await eventually(
+                    lambda: metric(sidecar, "mkpolicy_sidecar_policy_reload_errors_total", reason="compile") == 1
+                )
                 assert sidecar.policies is good
                 # fixed: the new set becomes active
                 (policies / "tekton.yaml").write_text(_versioned_policy("v2"))
@@ -369,8 +411,9 @@ def test_hostile_expression_is_stopped_by_the_cost_budget(tmp_path: Path) -> Non
     with clusters(tmp_path) as env:
         policies = policy_dir(tmp_path)
         (policies / "hostile.yaml").write_text(HOSTILE)
-        env.worker("worker1").create({"apiVersion": "v1", "kind": "ConfigMap",
-                                      "metadata": {"name": "c", "namespace": env.ns}})
+        env.worker("worker1").create(
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": env.ns}}
+        )
 
         async def scenario() -> None:
             async with running(env.config(), policies) as sidecar, kueue(env, sidecar) as driver:
@@ -393,11 +436,20 @@ def test_hostile_expression_is_stopped_by_the_cost_budget(tmp_path: Path) -> Non
                 # the evaluation ran off the event loop: other requests were answered meanwhile
                 assert passthrough and (elapsed < 0.5 or len(passthrough) >= 2), (elapsed, len(passthrough))
                 assert worker_names(env, "worker1") == []  # nothing created, not even half
-                assert metric(sidecar, "mkpolicy_sidecar_transform_errors_total", cluster="worker1", policy="hostile",
-                              phase="create") == 1
-                async with aiohttp.ClientSession() as session, session.get(
-                    f"http://127.0.0.1:{sidecar.ops_port}/healthz"
-                ) as resp:
+                assert (
+                    metric(
+                        sidecar,
+                        "mkpolicy_sidecar_transform_errors_total",
+                        cluster="worker1",
+                        policy="hostile",
+                        phase="create",
+                    )
+                    == 1
+                )
+                async with (
+                    aiohttp.ClientSession() as session,
+                    session.get(f"http://127.0.0.1:{sidecar.ops_port}/healthz") as resp,
+                ):
                     assert resp.status == 200
 
         asyncio.run(scenario())
@@ -423,8 +475,11 @@ def test_graceful_shutdown_drains_requests_and_ends_watches_cleanly(tmp_path: Pa
 
                     watch_task = asyncio.create_task(watch())
                     # a pass-through watch too (configmaps)
-                    pass_watch = asyncio.create_task(_drain(driver.workers["worker2"].watch(
-                        "/api/v1/namespaces/team-a/configmaps", timeout_seconds=60)))
+                    pass_watch = asyncio.create_task(
+                        _drain(
+                            driver.workers["worker2"].watch("/api/v1/namespaces/team-a/configmaps", timeout_seconds=60)
+                        )
+                    )
                     await eventually(lambda: metric(sidecar, "mkpolicy_sidecar_active_watches", cluster="worker1") == 1)
                     await eventually(lambda: metric(sidecar, "mkpolicy_sidecar_active_watches", cluster="worker2") == 1)
                     # a slow request in flight when the shutdown starts

@@ -38,6 +38,7 @@ def fast(request: pytest.FixtureRequest) -> bool:
     """Each test runs with the callbacks' fast path on and off (the coroutine answers everything)."""
     return bool(request.param)
 
+
 Script = Callable[["Request", asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
@@ -232,8 +233,17 @@ def test_keep_alive_credentials_and_headers(fast: bool) -> None:
         async with wire(replying(JSON_ANSWER), fast=fast) as w:
             reader, writer = await w.connect()
             for i in range(3):
-                writer.write(w.get(f"/api/v1/namespaces/{i}", "X-Custom: keep me", "Connection: X-Hop", "X-Hop: 1",
-                                   "Keep-Alive: timeout=5", "TE: trailers", "Accept: application/json"))
+                writer.write(
+                    w.get(
+                        f"/api/v1/namespaces/{i}",
+                        "X-Custom: keep me",
+                        "Connection: X-Hop",
+                        "X-Hop: 1",
+                        "Keep-Alive: timeout=5",
+                        "TE: trailers",
+                        "Accept: application/json",
+                    )
+                )
                 assert await read_response(reader) == JSON_ANSWER
             # pipelined: two requests in one write, answered in order
             writer.write(w.get("/api/v1/a") + w.get("/api/v1/b"))
@@ -247,7 +257,11 @@ def test_keep_alive_credentials_and_headers(fast: bool) -> None:
                 b"Accept: application/json\r\nAuthorization: Bearer worker-token\r\n\r\n" % w.worker.port
             )
             assert [r.head.target for r in w.worker.requests] == [
-                "/api/v1/namespaces/0", "/api/v1/namespaces/1", "/api/v1/namespaces/2", "/api/v1/a", "/api/v1/b",
+                "/api/v1/namespaces/0",
+                "/api/v1/namespaces/1",
+                "/api/v1/namespaces/2",
+                "/api/v1/a",
+                "/api/v1/b",
             ]
             assert w.metric("mkpolicy_sidecar_requests_total", cluster="w", policy="", verb="get", code="200") == 3
             assert w.metric("mkpolicy_sidecar_requests_total", cluster="w", policy="", verb="list", code="200") == 2
@@ -315,18 +329,32 @@ def test_request_bodies_pass_as_they_came(fast: bool) -> None:
     async def scenario() -> None:
         async with wire(replying(created), fast=fast) as w:
             reader, writer = await w.connect()
-            writer.write(w.get("/api/v1/namespaces/x/configmaps", "Content-Type: application/json",
-                               "Transfer-Encoding: chunked", method="POST") + chunked_body)
+            writer.write(
+                w.get(
+                    "/api/v1/namespaces/x/configmaps",
+                    "Content-Type: application/json",
+                    "Transfer-Encoding: chunked",
+                    method="POST",
+                )
+                + chunked_body
+            )
             assert await read_response(reader) == created
-            writer.write(w.get("/api/v1/namespaces/x/configmaps", "Content-Type: application/json",
-                               f"Content-Length: {len(big)}", method="POST"))
+            writer.write(
+                w.get(
+                    "/api/v1/namespaces/x/configmaps",
+                    "Content-Type: application/json",
+                    f"Content-Length: {len(big)}",
+                    method="POST",
+                )
+            )
             for i in range(0, len(big), 256 * 1024):  # sent in pieces: relayed as they come
                 writer.write(big[i : i + 256 * 1024])
                 await writer.drain()
             assert await read_response(reader) == created
             # 100-continue: the sidecar answers it, the worker never sees Expect
-            writer.write(w.get("/api/v1/namespaces/x/configmaps", "Content-Length: 2", "Expect: 100-continue",
-                               method="POST"))
+            writer.write(
+                w.get("/api/v1/namespaces/x/configmaps", "Content-Length: 2", "Expect: 100-continue", method="POST")
+            )
             assert await reader.readuntil(b"\r\n\r\n") == b"HTTP/1.1 100 Continue\r\n\r\n"
             writer.write(b"{}")
             assert await read_response(reader) == created
@@ -712,13 +740,20 @@ class PolicyHub(StubHub):
 
 def pipelinerun(name: str, *, worker: bool) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": "team-a", "labels": {}, "annotations": {}}
-    obj: dict[str, Any] = {"apiVersion": "tekton.dev/v1", "kind": "PipelineRun", "metadata": meta,
-                           "spec": {"pipelineRef": {"name": "p"}}}
+    obj: dict[str, Any] = {
+        "apiVersion": "tekton.dev/v1",
+        "kind": "PipelineRun",
+        "metadata": meta,
+        "spec": {"pipelineRef": {"name": "p"}},
+    }
     if worker:
         meta["labels"]["kueue.x-k8s.io/multikueue-origin"] = "multikueue"
         meta["annotations"]["kueue.x-k8s.io/prebuilt-workload-name"] = f"wl-{name}"
-        obj["status"] = {"conditions": [{"type": "Succeeded", "status": "True"}], "startTime": "t0",
-                         "provenance": {"x": 1}}
+        obj["status"] = {
+            "conditions": [{"type": "Succeeded", "status": "True"}],
+            "startTime": "t0",
+            "provenance": {"x": 1},
+        }
     else:
         obj["spec"]["managedBy"] = "kueue.x-k8s.io/multikueue"
         obj["status"] = {"conditions": [{"type": "Succeeded", "status": "Unknown"}]}
@@ -727,8 +762,9 @@ def pipelinerun(name: str, *, worker: bool) -> dict[str, Any]:
 
 def json_answer(doc: Any, status: str = "200 OK") -> bytes:
     body = json.dumps(doc).encode()
-    return (f"HTTP/1.1 {status}\r\nAudit-Id: a\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+    return (
+        f"HTTP/1.1 {status}\r\nAudit-Id: a\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
 
 
 def test_transformed_reads_the_same_either_way(fast: bool) -> None:
@@ -736,8 +772,12 @@ def test_transformed_reads_the_same_either_way(fast: bool) -> None:
     policy = mkpolicy.compile(mkpolicy.load(str(DATA / "tekton-policy.yaml"))[0])
     runs = {n: pipelinerun(n, worker=True) for n in ("a", "b")}
     managers = {n: pipelinerun(n, worker=False) for n in ("a", "b")}
-    listing = {"apiVersion": "tekton.dev/v1", "kind": "PipelineRunList", "metadata": {"resourceVersion": "9"},
-               "items": list(runs.values())}
+    listing = {
+        "apiVersion": "tekton.dev/v1",
+        "kind": "PipelineRunList",
+        "metadata": {"resourceVersion": "9"},
+        "items": list(runs.values()),
+    }
     missing = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404, "reason": "NotFound"}
 
     async def script(request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -767,11 +807,16 @@ def test_transformed_reads_the_same_either_way(fast: bool) -> None:
             assert all(b"Accept: application/json\r\n" in r.raw_head for r in w.worker.requests)
             assert all(b"protobuf" not in r.raw_head for r in w.worker.requests)
             assert hub.hits == 5 + 2 + 1  # every cached manager object counted once
-            ok = w.metric("mkpolicy_sidecar_transforms_total", cluster="w", policy="test-pipelinerun",
-                          phase="sync", result="ok")
+            ok = w.metric(
+                "mkpolicy_sidecar_transforms_total", cluster="w", policy="test-pipelinerun", phase="sync", result="ok"
+            )
             assert ok == 5 + 2 + 1 + 1
-            assert w.metric("mkpolicy_sidecar_requests_total", cluster="w", policy="test-pipelinerun", verb="get",
-                            code="200") == 7
+            assert (
+                w.metric(
+                    "mkpolicy_sidecar_requests_total", cluster="w", policy="test-pipelinerun", verb="get", code="200"
+                )
+                == 7
+            )
             assert w.metric("mkpolicy_sidecar_inflight_requests") == 0
             if fast:  # after the policy's probation (3 evaluations), reads are answered from callbacks
                 assert w.slow.count(f"{base}/a") <= 4, w.slow
@@ -779,8 +824,11 @@ def test_transformed_reads_the_same_either_way(fast: bool) -> None:
 
     answers = asyncio.run(scenario())
     first = json.loads(answers[0].split(b"\r\n\r\n", 1)[1])
-    assert first["status"] == {"conditions": [{"type": "Succeeded", "status": "True"}], "startTime": "t0",
-                               "results": [{"name": "cluster", "value": "w"}]}
+    assert first["status"] == {
+        "conditions": [{"type": "Succeeded", "status": "True"}],
+        "startTime": "t0",
+        "results": [{"name": "cluster", "value": "w"}],
+    }
     assert first["metadata"] == runs["a"]["metadata"] and first["spec"] == runs["a"]["spec"]
     assert len(set(answers[:5])) == 1 and answers[-1] == answers[0]
     listed = json.loads(answers[5].split(b"\r\n\r\n", 1)[1])
@@ -808,9 +856,13 @@ def test_transformed_read_refused_when_the_sync_fails(fast: bool, tmp_path: Path
                 status = json.loads(got.split(b"\r\n\r\n", 1)[1])
                 assert status["kind"] == "Status" and "status write-back refused" in status["message"]
                 assert "failing-sync" in status["message"]
-            assert w.metric("mkpolicy_sidecar_requests_total", cluster="w", policy="failing-sync", verb="get",
-                            code="500") == 5
-            assert w.metric("mkpolicy_sidecar_transform_errors_total", cluster="w", policy="failing-sync",
-                            phase="sync") == 5
+            assert (
+                w.metric("mkpolicy_sidecar_requests_total", cluster="w", policy="failing-sync", verb="get", code="500")
+                == 5
+            )
+            assert (
+                w.metric("mkpolicy_sidecar_transform_errors_total", cluster="w", policy="failing-sync", phase="sync")
+                == 5
+            )
 
     asyncio.run(scenario())

@@ -36,10 +36,14 @@ def worker(name: str, **extra: object) -> Worker:
 def test_wire_unwire_round_trips(tmp_path: Path) -> None:
     with clusters(tmp_path) as env:
         original = b"apiVersion: v1\nkind: Config\n# the real one\n"
-        env.manager.create({"apiVersion": "v1", "kind": "Secret",
-                            "metadata": {"name": "w1-secret", "namespace": "kueue-system",
-                                         "annotations": {"keep": "me"}},
-                            "data": {"kubeconfig": base64.b64encode(original).decode()}})
+        env.manager.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "w1-secret", "namespace": "kueue-system", "annotations": {"keep": "me"}},
+                "data": {"kubeconfig": base64.b64encode(original).decode()},
+            }
+        )
 
         async def scenario() -> None:
             async with client(env.manager.kubeconfig()) as c:
@@ -51,7 +55,9 @@ def test_wire_unwire_round_trips(tmp_path: Path) -> None:
                 assert real_kubeconfig(secret, "kubeconfig") == original  # the sidecar reads the real one
                 assert await wire(c, "kueue-system", "w1-secret", WIRED, "https://127.0.0.1:7443") == "unchanged"
                 # wiring again with another kubeconfig (new tokens) keeps the original
-                assert await wire(c, "kueue-system", "w1-secret", WIRED + "# v2\n", "https://127.0.0.1:7443") == "updated"
+                assert (
+                    await wire(c, "kueue-system", "w1-secret", WIRED + "# v2\n", "https://127.0.0.1:7443") == "updated"
+                )
                 secret = await c.get(secret_path("kueue-system", "w1-secret"))
                 assert base64.b64decode(secret["data"][ORIGINAL_KEY]) == original
                 assert await unwire(c, "kueue-system", "w1-secret") == "restored"
@@ -73,14 +79,22 @@ def test_wire_unwire_round_trips(tmp_path: Path) -> None:
 @pytest.mark.loopback_only("creates cluster-scoped MultiKueueClusters")
 def test_multikueue_secret_resolution(tmp_path: Path) -> None:
     with clusters(tmp_path) as env:
-        env.manager.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueCluster",
-                            "metadata": {"name": "w1"},
-                            "spec": {"clusterSource": {"kubeConfig": {"locationType": "Secret",
-                                                                      "location": "w1-kubeconfig"}}}})
-        env.manager.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueCluster",
-                            "metadata": {"name": "by-path"},
-                            "spec": {"clusterSource": {"kubeConfig": {"locationType": "Path",
-                                                                      "location": "/etc/w.kubeconfig"}}}})
+        env.manager.create(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "MultiKueueCluster",
+                "metadata": {"name": "w1"},
+                "spec": {"clusterSource": {"kubeConfig": {"locationType": "Secret", "location": "w1-kubeconfig"}}},
+            }
+        )
+        env.manager.create(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "MultiKueueCluster",
+                "metadata": {"name": "by-path"},
+                "spec": {"clusterSource": {"kubeConfig": {"locationType": "Path", "location": "/etc/w.kubeconfig"}}},
+            }
+        )
 
         async def scenario() -> None:
             async with client(env.manager.kubeconfig()) as c:
@@ -124,14 +138,22 @@ def test_worker_kubeconfig_from_secret_is_held_to_kueue_rules(tmp_path: Path) ->
     with clusters(tmp_path) as env:
         bad = env.worker("worker1").kubeconfig()
         bad["clusters"][0]["cluster"]["insecure-skip-tls-verify"] = True
-        env.manager.create({"apiVersion": "v1", "kind": "Secret",
-                            "metadata": {"name": "w1-real", "namespace": "kueue-system"},
-                            "data": {"kubeconfig": base64.b64encode(yaml.safe_dump(bad).encode()).decode()}})
-        config = config_from_dict({
-            "listen": {"basePort": 0}, "ops": {"port": 0},
-            "manager": {"kubeconfig": str(env.kubeconfigs["manager"])},
-            "workers": [{"name": "worker1", "kubeconfig": {"secret": {"name": "w1-real"}}}],
-        })
+        env.manager.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "w1-real", "namespace": "kueue-system"},
+                "data": {"kubeconfig": base64.b64encode(yaml.safe_dump(bad).encode()).decode()},
+            }
+        )
+        config = config_from_dict(
+            {
+                "listen": {"basePort": 0},
+                "ops": {"port": 0},
+                "manager": {"kubeconfig": str(env.kubeconfigs["manager"])},
+                "workers": [{"name": "worker1", "kubeconfig": {"secret": {"name": "w1-real"}}}],
+            }
+        )
 
         async def scenario() -> None:
             sidecar = Sidecar(config, str(tmp_path))

@@ -119,7 +119,9 @@ def test_noop_update_keeps_resource_version(k8s: Clients, apiserver: ApiServer) 
     assert apiserver.resource_version == before
 
 
-@pytest.mark.loopback_only("writes status.startTime 'now', which a real cluster's schema validation (date-time) refuses")
+@pytest.mark.loopback_only(
+    "writes status.startTime 'now', which a real cluster's schema validation (date-time) refuses"
+)
 def test_status_subresource_split(k8s: Clients) -> None:
     body = pipelinerun("a")
     body["status"] = {"conditions": [{"type": "Succeeded", "status": "True"}]}
@@ -277,7 +279,9 @@ def test_unknown_fields_are_pruned_with_warning_or_rejected(k8s: Clients, raw, n
     assert "bogus" not in reply.json["spec"] and "extra" not in reply.json["metadata"]
     assert 'unknown field \\"spec.bogus\\"' in reply.headers["Warning"]
     body["metadata"]["name"] = "b"
-    strict = raw.request("POST", f"/apis/tekton.dev/v1/namespaces/{namespace}/pipelineruns?fieldValidation=Strict", body)
+    strict = raw.request(
+        "POST", f"/apis/tekton.dev/v1/namespaces/{namespace}/pipelineruns?fieldValidation=Strict", body
+    )
     assert strict.status == 400
     assert strict.json["message"] == (
         'strict decoding error: unknown field "metadata.extra", unknown field "spec.bogus"'

@@ -31,7 +31,9 @@ def names(k8s: Clients, pr: tuple = PR) -> list[str]:
     return [o["metadata"]["name"] for o in k8s.custom.list_namespaced_custom_object(*pr)["items"]]
 
 
-def test_delete_returns_object_for_custom_resources_and_status_for_builtins(k8s: Clients, pr: tuple, namespace: str) -> None:
+def test_delete_returns_object_for_custom_resources_and_status_for_builtins(
+    k8s: Clients, pr: tuple, namespace: str
+) -> None:
     k8s.custom.create_namespaced_custom_object(*pr, pipelinerun("a", namespace))
     gone = k8s.custom.delete_namespaced_custom_object(*pr, "a")
     assert gone["metadata"]["name"] == "a"
@@ -44,7 +46,9 @@ def test_delete_returns_object_for_custom_resources_and_status_for_builtins(k8s:
     assert exc.value.status == 404
 
 
-def test_finalizers_hold_the_object_until_removed(k8s: Clients, apiserver: ApiServer, pr: tuple, namespace: str) -> None:
+def test_finalizers_hold_the_object_until_removed(
+    k8s: Clients, apiserver: ApiServer, pr: tuple, namespace: str
+) -> None:
     body = pipelinerun("a", namespace)
     body["metadata"]["finalizers"] = ["example.com/cleanup"]
     k8s.custom.create_namespaced_custom_object(*pr, body)
@@ -164,7 +168,9 @@ def test_namespace_deletion_terminates_then_removes(k8s: Clients) -> None:
     assert gone.value.status == 404
 
 
-@pytest.mark.loopback_only("expects the namespace's only ConfigMaps to be its own; a real one also holds kube-root-ca.crt")
+@pytest.mark.loopback_only(
+    "expects the namespace's only ConfigMaps to be its own; a real one also holds kube-root-ca.crt"
+)
 def test_delete_collection_with_selector(k8s: Clients) -> None:
     for name, tier in (("a", "web"), ("b", "web"), ("c", "db")):
         k8s.core.create_namespaced_config_map("default", {"metadata": {"name": name, "labels": {"tier": tier}}})

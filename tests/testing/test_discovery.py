@@ -10,7 +10,9 @@ from mkpolicy.testing.apiserver import ApiServer
 
 from .conftest import Clients, Raw, simple_crd
 
-pytestmark = pytest.mark.loopback_only("the loopback server's own discovery documents; registers CRDs and cluster-scoped objects")
+pytestmark = pytest.mark.loopback_only(
+    "the loopback server's own discovery documents; registers CRDs and cluster-scoped objects"
+)
 
 
 def test_core_and_group_documents(raw: Raw, apiserver: ApiServer) -> None:

@@ -22,6 +22,11 @@ def cm(name: str = "c", **meta: Any) -> dict[str, Any]:
 
 
 BIG = json.dumps({**cm("big"), "data": {"k": "x" * (3 * 1024 * 1024)}}).encode()
+# "Billion laughs": 10**9 strings once expanded; refused before anything is expanded.
+YAML_BOMB = (
+    b"metadata: {name: bomb}\ndata:\n  a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
+    + b"".join(f"  a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n".encode() for i in range(1, 9))
+)
 
 # (id, method, path, body, extra request options, expected code, reason, text in the message)
 CASES: list[tuple[str, str, str, Any, dict[str, Any], int, str, str]] = [
@@ -76,6 +81,10 @@ CASES: list[tuple[str, str, str, Any, dict[str, Any], int, str, str]] = [
      'pipelineruns.tekton.dev "ghost" not found'),
     ("no-token", "GET", CM, None, {"token": None}, 401, "Unauthorized", "Unauthorized"),
     ("wrong-token", "GET", CM, None, {"token": "guess"}, 401, "Unauthorized", "Unauthorized"),
+    ("yaml-bomb-body", "POST", CM, YAML_BOMB, {"content_type": "application/yaml"}, 400, "BadRequest",
+     "the YAML stream expands to more than 2,000,000 nodes"),
+    ("yaml-malformed-body", "POST", CM, b"data: [", {"content_type": "application/yaml"}, 400, "BadRequest",
+     "malformed YAML"),
     ("text-body", "POST", CM, b"name: x", {"content_type": "text/plain"}, 415, "UnsupportedMediaType",
      "found text/plain"),
     ("protobuf-body", "POST", CM, b"\x00", {"content_type": "application/vnd.kubernetes.protobuf"}, 415,

@@ -9,7 +9,9 @@ from mkpolicy.testing.apiserver import ApiServer
 
 from .conftest import Clients, Raw, simple_crd
 
-pytestmark = pytest.mark.loopback_only("lists ConfigMaps expecting only its own (a real namespace also holds kube-root-ca.crt), creates namespaces and CRDs, compacts")
+pytestmark = pytest.mark.loopback_only(
+    "lists ConfigMaps expecting only its own (a real namespace also holds kube-root-ca.crt), creates namespaces and CRDs, compacts"
+)
 
 LABELS = {
     "a": {"app": "web", "tier": "front", "env": "prod"},

@@ -123,7 +123,9 @@ def test_no_kubeconfig_variables_means_the_loopback_server() -> None:
 def test_configuration_errors_name_the_variable(tmp_path: Path, variables: dict[str, str], message: str) -> None:
     files = {
         "kc": kubeconfig_file(tmp_path / "kc"),
-        "exec": kubeconfig_file(tmp_path / "exec", exec={"command": "aws", "apiVersion": "client.authentication.k8s.io/v1"}),
+        "exec": kubeconfig_file(
+            tmp_path / "exec", exec={"command": "aws", "apiVersion": "client.authentication.k8s.io/v1"}
+        ),
         "http": kubeconfig_file(tmp_path / "http", server="http://127.0.0.1:8080"),
         "tmp": tmp_path,
     }
@@ -381,7 +383,9 @@ def test_pytest_plumbing(tmp_path: Path, dressed: dict[str, ApiServer], monkeypa
         def addinivalue_line(self, name: str, line: str) -> None:
             assert name == "markers" and line.startswith("loopback_only(reason):")
 
-    with pytest.raises(pytest.UsageError, match=r"^mkpolicy end-to-end target: .*MKPOLICY_E2E_MANAGER_KUBECONFIG: cannot read"):
+    with pytest.raises(
+        pytest.UsageError, match=r"^mkpolicy end-to-end target: .*MKPOLICY_E2E_MANAGER_KUBECONFIG: cannot read"
+    ):
         fixtures.pytest_configure(Config())  # type: ignore[arg-type]
     # only a manager: tests that need three clusters skip, saying what to set
     for key, value in env_for(tmp_path, {"manager": dressed["manager"]}).items():

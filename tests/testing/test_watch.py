@@ -173,7 +173,9 @@ def test_bookmarks_and_timeout_end_the_stream_cleanly(apiserver_factory: Callabl
     raw.close()
 
 
-@pytest.mark.loopback_only("sendInitialEvents needs kube-apiserver's WatchList feature, which not every cluster enables")
+@pytest.mark.loopback_only(
+    "sendInitialEvents needs kube-apiserver's WatchList feature, which not every cluster enables"
+)
 def test_send_initial_events_ends_with_an_annotated_bookmark(raw: Raw, apiserver: ApiServer) -> None:
     for name in ("a", "b"):
         apiserver.create(pipelinerun(name))

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
 from mkpolicy.errors import PolicyError
 from mkpolicy.lint.checks.context import PolicyContext
-from mkpolicy.structural import Schema
+from mkpolicy.structural import Schema, read_schema_document
 
 #: Parsed schema files of one lint run: path -> document, or the PolicyError reading it.
 SchemaCache = dict[str, Any]
@@ -18,28 +17,6 @@ def schema_path(policy_file: str | None, ref: str) -> str:
     """``ref`` resolved against the policy's directory (as the engine resolves it)."""
     base = os.path.dirname(policy_file) if policy_file and not policy_file.startswith("<") else os.getcwd()
     return os.path.normpath(ref if os.path.isabs(ref) else os.path.join(base, ref))
-
-
-def read_schema_document(path: str) -> Any:
-    """Parse a CRD or OpenAPI schema file (JSON or YAML); the first CRD of a YAML stream wins."""
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
-    except OSError as exc:
-        raise PolicyError(f"cannot read schema file {path}: {exc.strerror or exc}") from None
-    try:
-        if path.endswith(".json"):
-            return json.loads(raw)
-        import yaml
-
-        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        documents = [d for d in yaml.load_all(raw, Loader=loader) if d is not None]
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise PolicyError(f"cannot parse schema file {path}: {exc}") from None
-    except Exception as exc:  # yaml.YAMLError and friends
-        raise PolicyError(f"cannot parse schema file {path}: {exc}") from None
-    crds = [d for d in documents if isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition"]
-    return crds[0] if crds else (documents[0] if documents else None)
 
 
 def check_schema(ctx: PolicyContext, cache: SchemaCache) -> None:
@@ -56,7 +33,8 @@ def check_schema(ctx: PolicyContext, cache: SchemaCache) -> None:
             cache[path] = exc
     document = cache[path]
     if isinstance(document, PolicyError):
-        ctx.report("MKP107", f"spec.schema {ref!r}: {document.message}", where)
+        # The finding sits at spec.schema; the schema file's own position goes in the message.
+        ctx.report("MKP107", f"spec.schema {ref!r} ({document.location.position()}): {document.message}", where)
         return
     gvk = ctx.policy.spec.gvk
     if isinstance(document, dict) and document.get("kind") == "CustomResourceDefinition":

@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import mkpolicy.yamldata as yamldata
 from mkpolicy.errors import InputError, Location
 from mkpolicy.testing.apiserver.errors import (
     Cause,
@@ -163,18 +164,11 @@ def accepted_status(crd: Mapping[str, Any]) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=64)
 def _parse(path: str, mtime_ns: int, size: int) -> tuple[dict[str, Any], ...]:
-    import yaml
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        with open(path, encoding="utf-8") as fh:
-            docs = [d for d in yaml.load_all(fh, Loader=loader) if d is not None]
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read CRD file: {getattr(exc, 'strerror', None) or exc}", Location(path)) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        loc = Location(path, mark.line + 1, mark.column + 1) if mark is not None else Location(path)
-        raise InputError(f"malformed YAML: {getattr(exc, 'problem', None) or exc}", loc) from None
+        docs = yamldata.load_file(path)
+    except InputError as exc:
+        message = exc.message.replace("cannot read file", "cannot read CRD file")
+        raise InputError(message, exc.location) from None
     for i, doc in enumerate(docs):
         if not isinstance(doc, dict) or doc.get("kind") != CRD_KIND or doc.get("apiVersion") != CRD_API_VERSION:
             found = f"{doc.get('apiVersion')}/{doc.get('kind')}" if isinstance(doc, dict) else type(doc).__name__

@@ -18,6 +18,8 @@ from typing import Any, cast
 from aiohttp import web
 from multidict import CIMultiDict, MultiMapping
 
+import mkpolicy.yamldata as yamldata
+from mkpolicy.errors import InputError
 from mkpolicy.testing.apiserver import resources as R
 from mkpolicy.testing.apiserver.discovery import VERSION_INFO, discovery_document
 from mkpolicy.testing.apiserver.errors import (
@@ -269,12 +271,15 @@ class Handler:
         raw = await self._read(request)
         content_type = request.headers.get("Content-Type", JSON).split(";")[0].strip().lower() or JSON
         if content_type in _YAML_TYPES and allow_yaml:
-            import yaml
-
             try:
-                return yaml.safe_load(raw)
-            except yaml.YAMLError as exc:
-                raise bad_request(f"malformed YAML in the request body: {exc}") from None
+                docs = yamldata.load_all(raw.decode("utf-8"), "request body")
+            except UnicodeDecodeError:
+                raise bad_request("the request body is not UTF-8 text") from None
+            except InputError as exc:
+                raise bad_request(f"{exc.message} in the request body ({exc.location.position()})") from None
+            if len(docs) != 1:
+                raise bad_request(f"expected one YAML document in the request body; found {len(docs)}")
+            return docs[0]
         if content_type != JSON:
             raise unsupported_media_type(content_type, [JSON, "application/yaml"])
         if not raw.strip():

@@ -1,0 +1,183 @@
+"""Plain JSON data from untrusted YAML, in bounded time and memory.
+
+libyaml parses fast but trusts its input: an alias bomb ("billion laughs") expands to
+gigabytes as soon as the data is copied or encoded, and deep nesting overflows the C
+stack of its composer, which kills the process. So a stream is read in three steps:
+
+1. the event stream (libyaml's parser keeps an explicit stack) bounds nesting depth;
+2. the node graph is composed, aliases still shared, and the number of nodes it expands
+   to is counted without expanding it;
+3. only then is the data built, as JSON has it: timestamps stay the strings they were
+   written as (like ``sigs.k8s.io/yaml``), keys become strings, and every aliased subtree
+   is its own copy, so changing the data in one place never shows in another.
+
+Errors are :class:`~mkpolicy.errors.InputError` with the file, line and column.
+Policy files are read with positions elsewhere (``mkpolicy.policy.source``); this module
+serves Kubernetes objects, CRDs, kubeconfigs and request bodies.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from typing import Any
+
+from mkpolicy.errors import InputError, Location
+
+#: Largest file read (bytes). Kubernetes objects are at most 1.5 MiB in etcd; CRDs of
+#: big frameworks (Argo Workflow) reach 3 MiB as YAML.
+MAX_BYTES = 16 * 1024 * 1024
+#: Deepest nesting of mappings and sequences (the largest CRDs nest 35 levels).
+MAX_DEPTH = 128
+#: Most nodes a stream may expand to once aliases are resolved.
+MAX_NODES = 2_000_000
+
+
+def read_text(path: str, *, max_bytes: int = MAX_BYTES, hint: str = "") -> str:
+    """Read ``path`` ("-": stdin) as UTF-8 text; binary, huge or unreadable files are errors."""
+    name = "<stdin>" if path == "-" else path
+    try:
+        if path == "-":
+            raw = sys.stdin.buffer.read(max_bytes + 1)
+        else:
+            with open(path, "rb") as fh:
+                raw = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise InputError(f"cannot read file: {exc.strerror or exc}", Location(name)) from None
+    if len(raw) > max_bytes:
+        limit = f"{max_bytes // (1024 * 1024)} MiB" if max_bytes >= 1024 * 1024 else f"{max_bytes} bytes"
+        raise InputError(f"file is larger than {limit}" + (f"; {hint}" if hint else ""), Location(name))
+    if b"\x00" in raw:
+        raise InputError("expected a YAML text file, found binary data (NUL bytes)", Location(name))
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise InputError(
+            f"expected UTF-8 text, found an invalid byte at offset {exc.start}", Location(name, line)
+        ) from None
+
+
+def load_all(
+    text: str, source: str = "<input>", *, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES
+) -> list[Any]:
+    """Every non-empty document of the YAML (or JSON) stream ``text``, as plain JSON data."""
+    import yaml
+
+    _check_depth(text, source, max_depth)
+    loader = _loader()(text)
+    documents: list[Any] = []
+    left = max_nodes
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            left -= _measure(node, 1, max_depth, {}, set(), source)[0]
+            if left < 0:
+                raise InputError(
+                    f"the YAML stream expands to more than {max_nodes:,} nodes; "
+                    "aliases (&anchor/*alias) repeat whole subtrees",
+                    _at(source, node.start_mark),
+                )
+            data = loader.construct_document(node)
+            if data is not None:
+                documents.append(data)
+    except yaml.MarkedYAMLError as exc:
+        raise _malformed(exc, source) from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"malformed YAML: {exc}", Location(source)) from None
+    finally:
+        loader.dispose()
+    # Through JSON: keys become strings, odd scalars (binary) their text, shared subtrees copies.
+    result: list[Any] = json.loads(json.dumps(documents, default=str))
+    return result
+
+
+def load_file(path: str, *, max_bytes: int = MAX_BYTES) -> list[Any]:
+    """:func:`load_all` of the file ``path`` ("-": stdin)."""
+    return load_all(read_text(path, max_bytes=max_bytes), "<stdin>" if path == "-" else path)
+
+
+def _check_depth(text: str, source: str, max_depth: int) -> None:
+    import yaml
+
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=_loader()):
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > max_depth:
+                    raise InputError(f"document nests deeper than {max_depth} levels", _at(source, event.start_mark))
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    except yaml.MarkedYAMLError as exc:
+        raise _malformed(exc, source) from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"malformed YAML: {exc}", Location(source)) from None
+
+
+def _measure(
+    node: Any, depth: int, max_depth: int, sizes: dict[int, tuple[int, int]], active: set[int], source: str
+) -> tuple[int, int]:
+    """(nodes, height) of ``node`` with every alias expanded, without expanding any.
+
+    An aliased node is measured once (``sizes``), so a bomb is measured in time linear
+    in its text. Aliases can nest deeper than the text does (each anchor wrapping the
+    one before), so the expanded height is bounded here too.
+    """
+    import yaml
+
+    key = id(node)
+    known = sizes.get(key)
+    if known is None:
+        if key in active:
+            raise InputError("recursive alias: a node contains itself", _at(source, node.start_mark))
+        if depth > max_depth:
+            raise InputError(
+                f"document nests deeper than {max_depth} levels (through aliases)", _at(source, node.start_mark)
+            )
+        children: list[Any] = []
+        if isinstance(node, yaml.SequenceNode):
+            children = node.value
+        elif isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        active.add(key)
+        measured = [_measure(c, depth + 1, max_depth, sizes, active, source) for c in children]
+        active.discard(key)
+        known = (1 + sum(m[0] for m in measured), 1 + max((m[1] for m in measured), default=0))
+        sizes[key] = known
+    if depth + known[1] > max_depth + 1:
+        raise InputError(
+            f"document nests deeper than {max_depth} levels (through aliases)", _at(source, node.start_mark)
+        )
+    return known
+
+
+def _at(source: str, mark: Any) -> Location:
+    return Location(source, mark.line + 1, mark.column + 1) if mark is not None else Location(source)
+
+
+def _malformed(exc: Any, source: str) -> InputError:
+    mark = exc.problem_mark or exc.context_mark
+    problem = exc.problem or exc.context or "invalid YAML"
+    return InputError(f"malformed YAML: {problem}", _at(source, mark))
+
+
+@functools.cache
+def _loader() -> type[Any]:
+    """libyaml's safe loader, keeping timestamps as the text they were written as.
+
+    Built on first use so that ``import yaml`` stays off CLI start-up.
+    """
+    import yaml
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class Loader(base):  # type: ignore[misc, valid-type]
+        pass
+
+    def scalar_text(loader: Any, node: Any) -> str:
+        return str(node.value)
+
+    Loader.add_constructor("tag:yaml.org,2002:timestamp", scalar_text)
+    return Loader
