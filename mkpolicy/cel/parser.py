@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -64,11 +63,6 @@ def _lark() -> lark.Lark:
 
     celpy_dir = Path(celpy.__file__).parent
     grammar = (Path(__file__).parent / "grammar.lark").read_text()
-    # Building the LALR tables costs ~150 ms; lark caches them on disk keyed by the
-    # grammar and options. The celpy version is in the file name because the imported
-    # grammar is not part of lark's key.
-    version = getattr(celpy, "__version__", "0")
-    cache_file = os.path.join(tempfile.gettempdir(), f"mkpolicy-cel-{version}-{lark.__version__}.lark")
     kwargs: dict[str, Any] = dict(
         parser="lalr",
         start="expr",
@@ -76,10 +70,34 @@ def _lark() -> lark.Lark:
         propagate_positions=True,
         maybe_placeholders=False,
     )
-    try:
-        return lark.Lark(grammar, cache=cache_file, **kwargs)
-    except OSError:  # read-only or shared temp dir: build without the cache
+    cache_file = _cache_file(grammar)
+    if cache_file is None:
         return lark.Lark(grammar, **kwargs)
+    return lark.Lark(grammar, cache=cache_file, **kwargs)
+
+
+def _cache_file(grammar: str) -> str | None:
+    """Where lark may cache the parser tables (building them costs ~150 ms), or None.
+
+    Lark unpickles the cache file, so it must live in a directory only this user can
+    write: the user's cache directory, never the shared temp directory. Lark checks the
+    file against the grammar, its options, the imported celpy grammar and the Python
+    version; the grammar's digest in the name keeps two mkpolicy versions from evicting
+    each other.
+    """
+    import hashlib
+
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    directory = os.path.join(base, "mkpolicy")
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        info = os.stat(directory)
+    except OSError:  # no home, read-only file system: build without the cache
+        return None
+    if info.st_uid != os.getuid() or info.st_mode & 0o022:
+        return None
+    digest = hashlib.sha256(grammar.encode()).hexdigest()[:16]
+    return os.path.join(directory, f"cel-grammar-{digest}.lark")
 
 
 def parse(text: str, *, block: bool = False) -> ast.Node:
