@@ -122,6 +122,8 @@ def _load_value(name: str, value: str) -> Any:
         return docs[0]
     try:
         return json.loads(value)
+    except RecursionError:
+        raise InputError(f"--var {name}: the JSON value nests too deeply") from None
     except json.JSONDecodeError:
         hint = f"quote strings as JSON: --var '{name}=\"{value}\"'" if value else "give a file or a JSON value"
         raise InputError(f"--var {name}: {value!r} is neither a file nor JSON ({hint})") from None

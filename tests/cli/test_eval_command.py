@@ -111,6 +111,8 @@ def test_bad_var_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert "quote strings as JSON" in capsys.readouterr().err
     assert main(["eval", "x", "--var", "novalue"]) == 2
     assert "expects NAME=VALUE" in capsys.readouterr().err
+    assert main(["eval", "x", "--var", "x=" + "[" * 20_000 + "]" * 20_000]) == 2
+    assert "--var x: the JSON value nests too deeply" in capsys.readouterr().err
 
 
 def test_schema_type_errors_are_warnings_and_cost_is_reported(
