@@ -8,9 +8,12 @@ Modules, one job each:
 * ``transform`` — the policy's create/sync applied to objects on the wire;
 * ``execution`` — where evaluations run (inline when proven fast, else on threads);
 * ``status`` — Kubernetes ``Status`` error bodies;
+* ``http1``, ``conn``, ``listener`` — HTTP/1.1 on the wire: message heads and framing,
+  buffered connections with flow control, the TLS listener with keep-alive;
 * ``proxy`` — one worker endpoint: pass-through and transformed requests, watches;
+* ``fastpath`` — plain reads answered from protocol callbacks, without waking a task;
 * ``relay`` — copying a worker's answer to the client (streams, breaks, Status errors);
-* ``upstream`` — the connection pool to one real worker;
+* ``upstream`` — the keep-alive connection pool to one real worker;
 * ``cache`` — the watch cache of the manager's objects of a policy kind;
 * ``policies`` — the active policy set and its hot reload;
 * ``wiring`` — ``--wire``/``--unwire`` of the MultiKueueCluster Secrets;

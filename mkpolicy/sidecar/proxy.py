@@ -26,8 +26,8 @@ from urllib.parse import unquote_plus
 import aiohttp
 
 from mkpolicy.kube.client import ApiError
-from mkpolicy.sidecar.conn import HIGH_WATER
 from mkpolicy.sidecar.endpoints import Credentials
+from mkpolicy.sidecar.fastpath import FastExchange
 from mkpolicy.sidecar.http1 import (
     LAST_CHUNK,
     MAX_HEAD,
@@ -37,7 +37,6 @@ from mkpolicy.sidecar.http1 import (
     ResponseHead,
     chunk,
     parse_request_head,
-    parse_response_head,
     response_head,
 )
 from mkpolicy.sidecar.listener import READ_TIMEOUT, ClientConnection, Exchange
@@ -45,7 +44,17 @@ from mkpolicy.sidecar.logs import fields
 from mkpolicy.sidecar.metrics import Metrics
 from mkpolicy.sidecar.paths import Target, parse_target
 from mkpolicy.sidecar.policies import Entry, PolicySet
-from mkpolicy.sidecar.relay import REPLAY_LIMIT, client_head, describe, read_answer, ref, send_request, splice
+from mkpolicy.sidecar.relay import (
+    REENCODED,
+    REPLAY_LIMIT,
+    describe,
+    read_answer,
+    ref,
+    relay_error,
+    respond_json,
+    send_request,
+    splice,
+)
 from mkpolicy.sidecar.status import StatusError
 from mkpolicy.sidecar.transform import Outcome, measure, rewrite_batch, worker_copy
 from mkpolicy.sidecar.upstream import Upstream, UpstreamError, WorkerConnection
@@ -54,21 +63,6 @@ log = logging.getLogger("mkpolicy.sidecar.proxy")
 
 T = TypeVar("T")
 
-#: Headers of a worker response not copied onto a re-encoded (transformed) body.
-_REENCODED = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "upgrade",
-        "transfer-encoding",
-        "content-length",
-        "content-type",
-        "content-encoding",
-    }
-)
 #: Look-ups of manager objects run concurrently at most this many at a time.
 _LOOKUPS = 16
 #: Largest request body of a policy kind read (bytes).
@@ -76,8 +70,6 @@ MAX_BODY = 16 * 1024 * 1024
 #: Methods sent again on a fresh connection when a reused one turns out closed (as Go's
 #: client does: the worker cannot have acted on them).
 _REPLAYABLE = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
-#: Answers up to this size are relayed by the fast path once whole; larger ones are streamed.
-FAST_BODY = HIGH_WATER
 
 
 class Hub(Protocol):
@@ -136,9 +128,9 @@ class WorkerEndpoint:
     # -- entry point ----------------------------------------------------------------------
     async def handle(self, exchange: Exchange) -> None:
         """Answer one request."""
-        await self._answer_request(exchange, None)
+        await self.answer_request(exchange, None)
 
-    async def _answer_request(self, exchange: Exchange, sent: WorkerConnection | None) -> None:
+    async def answer_request(self, exchange: Exchange, sent: WorkerConnection | None) -> None:
         """Answer ``exchange`` (one whose request the fast path sent on ``sent`` already: from its answer on)."""
         head = exchange.head
         path, _, query = head.target.partition("?")
@@ -157,11 +149,11 @@ class WorkerEndpoint:
                 code = await self._transformed(exchange, target, entry, sent)
         except StatusError as exc:
             code = exc.code
-            self._refused(exchange, exc, policy, verb, path)
+            self.refuse(exchange, exc, policy, verb, path)
         except ConnectionError:
             code = 499  # the client went away
         finally:
-            self._record(exchange, path, policy, verb, code)
+            self.record(exchange, path, policy, verb, code)
 
     def _route(self, head: RequestHead, target: Target | None) -> Entry | None:
         """The policy for a request (None: pass-through); StatusError when it is refused."""
@@ -174,7 +166,7 @@ class WorkerEndpoint:
             raise StatusError(503, "mkpolicy sidecar: no policy set is active yet; retry shortly")
         return policies.lookup(target.group, target.resource) if target is not None else None
 
-    def _refused(self, exchange: Exchange, exc: StatusError, policy: str, verb: str, path: str) -> None:
+    def refuse(self, exchange: Exchange, exc: StatusError, policy: str, verb: str, path: str) -> None:
         """Answer a refusal (a Kubernetes ``Status``), logging server-side ones."""
         if exc.code >= 500 or exc.code == 403:
             log.warning(
@@ -186,7 +178,7 @@ class WorkerEndpoint:
         if not exchange.responded:
             exchange.respond_status(exc)
 
-    def _record(self, exchange: Exchange, path: str, policy: str, verb: str, code: int) -> None:
+    def record(self, exchange: Exchange, path: str, policy: str, verb: str, code: int) -> None:
         """Count a request (and log it at debug level)."""
         metrics = self.hub.metrics
         metrics.inflight.dec()
@@ -226,7 +218,7 @@ class WorkerEndpoint:
         one go (a head and a Content-Length body, as nearly every GET answer) and, for a
         policy kind, when the manager's objects are in the watch cache and the policy's
         evaluations are proven fast; anything else is handed to the connection's
-        coroutine (:meth:`_answer_request`), which finishes the exchange as the slow
+        coroutine (:meth:`answer_request`), which finishes the exchange as the slow
         path would. No task wakes up on the way: two event-loop turns less per request.
         Declined requests keep their parsed head in ``client.next_head``.
         """
@@ -260,7 +252,7 @@ class WorkerEndpoint:
         client.next_head = None
         exchange = Exchange(client, head)
         self.hub.metrics.inflight.inc()
-        _FastExchange(self, exchange, conn, path, target.verb if target is not None else "nonresource", entry).start()
+        FastExchange(self, exchange, conn, path, target.verb if target is not None else "nonresource", entry).start()
         return True
 
     # -- talking to the worker -------------------------------------------------------------------
@@ -470,14 +462,14 @@ class WorkerEndpoint:
         """The worker's answer with every object of the policy kind rewritten (errors relayed as sent)."""
         raw = await self._answer(conn, resp)
         if resp.status >= 300:
-            _relay_error(exchange, resp, raw)
+            relay_error(exchange, resp, raw)
             return resp.status
         try:
             doc = json.loads(raw)
         except ValueError:
             raise StatusError(502, f"mkpolicy sidecar: worker {self.cluster} sent a body that is not JSON") from None
         doc = await self._rewrite_document(doc, entry, manager_hint, strict)
-        _respond_json(exchange, resp, doc)
+        respond_json(exchange, resp, doc)
         return resp.status
 
     async def _rewrite_document(self, doc: Any, entry: Entry, manager_hint: dict[str, Any] | None, strict: bool) -> Any:
@@ -488,7 +480,7 @@ class WorkerEndpoint:
         results = await self._timed_batch(entry, "sync", objects, managers, strict)
         return _with_results(doc, objects, results)
 
-    def _rewrite_now(self, doc: Any, entry: Entry, strict: bool) -> tuple[bool, Any]:
+    def rewrite_now(self, doc: Any, entry: Entry, strict: bool) -> tuple[bool, Any]:
         """(True, ``doc`` rewritten) when that needs no waiting: every manager object cached, the
         policy proven fast; else (False, None) and nothing done. StatusError as :meth:`_rewrite_document`."""
         objects = _objects_of(doc, entry)
@@ -529,7 +521,7 @@ class WorkerEndpoint:
         if resp.status != 200:
             return await self._relay_objects(exchange, conn, resp, entry, manager_hint=None, strict=False)
         metrics = self.hub.metrics
-        headers = [(k, v) for k, v in resp.headers if k.lower() not in _REENCODED]
+        headers = [(k, v) for k, v in resp.headers if k.lower() not in REENCODED]
         headers += [("Content-Type", "application/json"), ("Transfer-Encoding", "chunked")]
         exchange.send(response_head(200, headers, resp.reason), complete=False)
         metrics.request_seconds.labels(self.cluster, entry.name, "watch").observe(
@@ -757,167 +749,4 @@ def _with_results(doc: dict[str, Any], objects: list[dict[str, Any]], results: l
     return doc
 
 
-def _relay_error(exchange: Exchange, resp: ResponseHead, body: bytes) -> None:
-    """A worker's error answer for a policy kind, relayed as sent (its body decoded from its framing)."""
-    headers = [(k, v) for k, v in resp.headers if k.lower() not in _REENCODED]
-    if "content-type" in resp.fields:
-        headers.append(("Content-Type", resp.fields["content-type"]))
-    if "content-encoding" in resp.fields:
-        headers.append(("Content-Encoding", resp.fields["content-encoding"]))
-    exchange.respond(resp.status, headers, body, resp.reason)
-
-
-def _respond_json(exchange: Exchange, resp: ResponseHead, doc: Any) -> None:
-    """A worker's answer with a re-encoded JSON body ``doc``."""
-    headers = [(k, v) for k, v in resp.headers if k.lower() not in _REENCODED]
-    headers.append(("Content-Type", "application/json"))
-    exchange.respond(resp.status, headers, json.dumps(doc, separators=(",", ":")).encode(), resp.reason)
-
-
 __all__ = ["Hub", "WorkerEndpoint"]
-
-
-class _FastExchange:
-    """One exchange answered from protocol callbacks (see :meth:`WorkerEndpoint.fast`)."""
-
-    __slots__ = ("conn", "endpoint", "entry", "exchange", "path", "resp", "timer", "verb")
-
-    def __init__(
-        self,
-        endpoint: WorkerEndpoint,
-        exchange: Exchange,
-        conn: WorkerConnection,
-        path: str,
-        verb: str,
-        entry: Entry | None,
-    ) -> None:
-        self.endpoint = endpoint
-        self.exchange = exchange
-        self.conn = conn
-        self.path = path
-        self.verb = verb
-        #: The policy of a transformed read; None for a pass-through.
-        self.entry = entry
-        self.resp: ResponseHead | None = None
-        self.timer: asyncio.TimerHandle | None = None
-
-    def start(self) -> None:
-        exchange, conn = self.exchange, self.conn
-        head = exchange.head
-        exchange.conn.fast_started(exchange)
-        conn.requests += 1
-        conn.on_event = self._event
-        self.timer = conn.loop.call_later(READ_TIMEOUT, self._timeout)
-        upstream = self.endpoint.upstream
-        conn.write(upstream.head(head.method, head.target, head.headers, reencoded=self.entry is not None))
-        if conn.eof:
-            self._event()
-
-    def _stop(self) -> None:
-        self.conn.on_event = None
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-
-    def _event(self) -> None:
-        """News from the worker: answer when the whole answer is here, hand over when it cannot be."""
-        try:
-            self._step()
-        except Exception:  # a bug: the client sees the exchange broken off, the sidecar goes on
-            log.exception("request handling failed", extra=fields(cluster=self.endpoint.cluster, path=self.path))
-            self._stop()
-            self.endpoint.upstream.release(self.conn, False)
-            self.endpoint._record(self.exchange, self.path, self.entry.name if self.entry else "", self.verb, 500)
-            client = self.exchange.conn
-            client.abort()
-            client.fast_done(self.exchange)
-
-    def _step(self) -> None:
-        conn = self.conn
-        buffer = conn.buffer
-        end = buffer.find(b"\r\n\r\n")
-        if end < 0:
-            if conn.eof or len(buffer) > MAX_HEAD:
-                self._hand_over()
-            return
-        resp = self.resp
-        if resp is None:
-            try:
-                resp = parse_response_head(bytes(buffer[: end + 4]), self.exchange.head.method)
-            except HttpError:
-                self._hand_over()
-                return
-            if resp.status < 200 or resp.framing not in ("none", "length") or resp.length > FAST_BODY:
-                self._hand_over()
-                return
-            self.resp = resp
-        total = end + 4 + resp.length
-        if len(buffer) < total:
-            if conn.eof:
-                self._hand_over()
-            return
-        if self.entry is None:
-            self._stop()
-            data = conn.take(total)
-            head = client_head(resp)
-            self.exchange.send(data if head is resp.raw else head + data[end + 4 :])
-            self._done(resp, "", resp.status)
-        else:
-            self._transformed(resp, end + 4, total)
-
-    def _transformed(self, resp: ResponseHead, start: int, total: int) -> None:
-        """A policy kind's whole answer: rewritten here when nothing has to be waited for."""
-        entry, endpoint, exchange, conn = self.entry, self.endpoint, self.exchange, self.conn
-        assert entry is not None
-        body = bytes(conn.buffer[start:total])
-        if resp.status >= 300:
-            self._stop()
-            conn.take(total)
-            _relay_error(exchange, resp, body)
-            self._done(resp, entry.name, resp.status)
-            return
-        try:
-            doc = json.loads(body)
-            ready, doc = endpoint._rewrite_now(doc, entry, True)
-        except ValueError:
-            ready = False  # not JSON: the coroutine answers why
-        except StatusError as exc:
-            self._stop()
-            conn.take(total)
-            endpoint._refused(exchange, exc, entry.name, self.verb, self.path)
-            self._done(resp, entry.name, exc.code)
-            return
-        if not ready:
-            self._hand_over()
-            return
-        self._stop()
-        conn.take(total)
-        _respond_json(exchange, resp, doc)
-        self._done(resp, entry.name, resp.status)
-
-    def _done(self, resp: ResponseHead, policy: str, code: int) -> None:
-        endpoint, exchange = self.endpoint, self.exchange
-        endpoint.upstream.release(self.conn, not resp.close)
-        endpoint._record(exchange, self.path, policy, self.verb, code)
-        exchange.conn.fast_done(exchange)
-
-    def _hand_over(self) -> None:
-        self._stop()
-        exchange, conn = self.exchange, self.conn
-        exchange.conn.hand_over(lambda: self.endpoint._answer_request(exchange, conn))
-
-    def _timeout(self) -> None:
-        self.timer = None
-        self._stop()
-        endpoint, exchange = self.endpoint, self.exchange
-        endpoint.upstream.release(self.conn, False)
-        endpoint.hub.metrics.upstream_errors.labels(endpoint.cluster, "timeout").inc()
-        exc = StatusError(
-            503,
-            f"mkpolicy sidecar: worker {endpoint.cluster} is unreachable: timeout: no answer within "
-            f"{READ_TIMEOUT:.0f}s",
-        )
-        policy = self.entry.name if self.entry is not None else ""
-        endpoint._refused(exchange, exc, policy, self.verb, self.path)
-        endpoint._record(exchange, self.path, policy, self.verb, 503)
-        exchange.conn.fast_done(exchange)

@@ -7,7 +7,9 @@
   the worker connection is kept for reuse only when the answer ended where its framing
   says;
 * :func:`read_answer` — a worker's whole answer body, decoded from its framing (for
-  transformed requests).
+  transformed requests);
+* :func:`relay_error`, :func:`respond_json` — a whole answer of a policy kind to the
+  client: a worker's error as it came, or a rewritten JSON body.
 
 Streams (watches) end cleanly — the last chunk written — when the worker ends them or
 the sidecar shuts down, at a chunk boundary; a body broken off elsewhere leaves the
@@ -16,6 +18,9 @@ the break instead of a shortened body.
 """
 
 from __future__ import annotations
+
+import json
+from typing import Any
 
 from mkpolicy.sidecar.http1 import (
     LAST_CHUNK,
@@ -27,6 +32,21 @@ from mkpolicy.sidecar.http1 import (
 from mkpolicy.sidecar.listener import READ_TIMEOUT, Exchange
 from mkpolicy.sidecar.upstream import UpstreamError, WorkerConnection
 
+#: Headers of a worker response not copied onto a re-encoded (transformed) body.
+REENCODED = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "upgrade",
+        "transfer-encoding",
+        "content-length",
+        "content-type",
+        "content-encoding",
+    }
+)
 #: Request bodies up to this size are kept while being sent, so that a request can be
 #: sent again on a fresh connection when a reused one turns out closed.
 REPLAY_LIMIT = 1024 * 1024
@@ -170,3 +190,20 @@ def describe(exc: BaseException) -> str:
     """``Type: message`` of an exception, for error answers."""
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def relay_error(exchange: Exchange, resp: ResponseHead, body: bytes) -> None:
+    """A worker's error answer for a policy kind, relayed as sent (its body decoded from its framing)."""
+    headers = [(k, v) for k, v in resp.headers if k.lower() not in REENCODED]
+    if "content-type" in resp.fields:
+        headers.append(("Content-Type", resp.fields["content-type"]))
+    if "content-encoding" in resp.fields:
+        headers.append(("Content-Encoding", resp.fields["content-encoding"]))
+    exchange.respond(resp.status, headers, body, resp.reason)
+
+
+def respond_json(exchange: Exchange, resp: ResponseHead, doc: Any) -> None:
+    """A worker's answer with a re-encoded JSON body ``doc``."""
+    headers = [(k, v) for k, v in resp.headers if k.lower() not in REENCODED]
+    headers.append(("Content-Type", "application/json"))
+    exchange.respond(resp.status, headers, json.dumps(doc, separators=(",", ":")).encode(), resp.reason)

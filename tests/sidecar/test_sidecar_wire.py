@@ -162,13 +162,13 @@ async def wire(
     upstream = Upstream("w", RestConfig(server=f"http://127.0.0.1:{worker_port or worker.port}", token="worker-token"))
     endpoint = WorkerEndpoint(hub, upstream)
     slow: list[str] = []
-    answer_request = endpoint._answer_request
+    answer_request = endpoint.answer_request
 
     async def recording(exchange: Exchange, sent: Any) -> None:
         slow.append(exchange.head.target)
         await answer_request(exchange, sent)
 
-    endpoint._answer_request = recording  # type: ignore[method-assign]
+    endpoint.answer_request = recording  # type: ignore[method-assign]
     listener = Listener(endpoint.handle, hub.credentials.server_context(), endpoint.fast if fast else None)
     port = await listener.start("127.0.0.1", 0)
     try:
@@ -626,6 +626,7 @@ def test_answers_in_pieces_and_what_the_fast_path_hands_over(fast: bool, monkeyp
             writer.write(JSON_ANSWER)
 
     monkeypatch.setattr("mkpolicy.sidecar.proxy.READ_TIMEOUT", 0.2)
+    monkeypatch.setattr("mkpolicy.sidecar.fastpath.READ_TIMEOUT", 0.2)
     monkeypatch.setattr("mkpolicy.sidecar.listener.READ_TIMEOUT", 0.2)
 
     async def scenario() -> None:
