@@ -119,4 +119,12 @@ def evaluate(expression: str, bindings: Mapping[str, Any] | None = None) -> Any:
     """
     bindings = bindings or {}
     program = compile(expression, bindings.keys())
-    return from_cel(program.evaluate({k: to_cel(v) for k, v in bindings.items()}))
+    try:
+        values = {k: to_cel(v) for k, v in bindings.items()}
+    except RecursionError:
+        raise CelEvalError("a variable's value nests too deeply to convert", expression, 0) from None
+    result = program.evaluate(values)
+    try:
+        return from_cel(result)
+    except RecursionError:
+        raise CelEvalError("the result nests too deeply to convert", expression, 0) from None

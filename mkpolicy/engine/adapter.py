@@ -30,7 +30,7 @@ from mkpolicy.engine.generic import (
     identifier_place,
     remove_pointer,
 )
-from mkpolicy.engine.mutation import CompiledMutation
+from mkpolicy.engine.mutation import CompiledMutation, too_deep
 from mkpolicy.errors import CelError, Location, MkpolicyError, NotManagedError, PatchError, PolicyError
 from mkpolicy.jsonvalues import copy_json, create_merge_patch, json_equal
 from mkpolicy.policy import FrameworkPolicy, JSONPatchMutation, Mutation, parse_gvk
@@ -185,6 +185,14 @@ class Adapter:
         :class:`CelError`/:class:`PatchError` of the first failing patch. With
         ``Ignore`` failing patches are skipped and appended to ``ignored``.
         """
+        try:
+            return self._create(manager_obj, ctx, ignored)
+        except RecursionError:
+            raise too_deep(f"policy {self.name}, creation") from None
+
+    def _create(
+        self, manager_obj: Mapping[str, Any], ctx: Context, ignored: list[MkpolicyError] | None
+    ) -> dict[str, Any]:
         manager = dict(manager_obj)
         self._require_managed(manager, ctx)
         mode = ctx.identifier if self.identifier == "context" else self.identifier
@@ -293,6 +301,18 @@ class Adapter:
         for the status subresource. None means nothing changed (or the worker has no
         status, or ``sync.mode`` is ``none``).
         """
+        try:
+            return self._sync(manager_obj, worker_obj, ctx, ignored)
+        except RecursionError:
+            raise too_deep(f"policy {self.name}, status write-back") from None
+
+    def _sync(
+        self,
+        manager_obj: Mapping[str, Any],
+        worker_obj: Mapping[str, Any],
+        ctx: Context,
+        ignored: list[MkpolicyError] | None,
+    ) -> dict[str, Any] | None:
         manager = dict(manager_obj)
         self._require_managed(manager, ctx)
         if self.sync_mode == "none":

@@ -8,7 +8,7 @@ from typing import Any, cast
 from mkpolicy.cel import Environment
 from mkpolicy.engine.apply import merge_schema
 from mkpolicy.engine.expressions import Locator, PolicyExpression
-from mkpolicy.engine.mutation import CompiledMutation, PatchType
+from mkpolicy.engine.mutation import CompiledMutation, PatchType, too_deep
 from mkpolicy.errors import PatchError
 from mkpolicy.jsonvalues import copy_json
 from mkpolicy.structural import Schema
@@ -49,8 +49,11 @@ def mutate(
         where = f"mutation #{i + 1} ({patch_type})"
         expr = PolicyExpression(expression, (), where, Locator(), env)
         compiled.append(CompiledMutation(cast(PatchType, patch_type), expr))
-    current = copy_json(dict(obj))
     merge = merge_schema(structural)
-    for mutation in compiled:
-        current = mutation.apply(current, {"object": current, "oldObject": None, "params": params}, merge)
+    try:
+        current = copy_json(dict(obj))
+        for mutation in compiled:
+            current = mutation.apply(current, {"object": current, "oldObject": None, "params": params}, merge)
+    except RecursionError:
+        raise too_deep("mutate") from None
     return current  # type: ignore[no-any-return]

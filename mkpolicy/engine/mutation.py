@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -19,10 +20,23 @@ from mkpolicy.engine.expressions import (
     json_patch_operations,
 )
 from mkpolicy.engine.jsonpatch import WRITERS, Step, apply_json_patch, apply_steps, pointer_parts
-from mkpolicy.errors import PatchError
+from mkpolicy.errors import Location, PatchError
 from mkpolicy.structural import Schema
 
 PatchType = Literal["JSONPatch", "ApplyConfiguration"]
+
+
+def too_deep(where: str) -> PatchError:
+    """The error for an object nested deeper than the engine's recursion can follow."""
+    # Kubernetes objects nest a few dozen levels; hundreds mean hostile or broken input.
+    # Catching RecursionError at the entry points costs nothing on the common path,
+    # unlike measuring every object's depth first.
+    return PatchError(
+        "expected an object nested at most a few hundred levels deep; found deeper nesting than "
+        f"Python's recursion limit ({sys.getrecursionlimit()}) lets the engine follow",
+        Location(where=where),
+    )
+
 
 _LEAVES = frozenset({str, int, bool, type(None)})
 

@@ -136,7 +136,7 @@ class FastExchange:
         try:
             doc = json.loads(body)
             ready, doc = endpoint.rewrite_now(doc, entry, True)
-        except ValueError:
+        except (ValueError, RecursionError):
             ready = False  # not JSON: the coroutine answers why
         except StatusError as exc:
             self._stop()

@@ -395,6 +395,8 @@ class WorkerEndpoint:
             body = json.loads(await exchange.read_body(MAX_BODY))
         except ValueError as exc:
             raise StatusError(400, f"mkpolicy sidecar: the body is not JSON: {exc}") from None
+        except RecursionError:
+            raise StatusError(400, "mkpolicy sidecar: the body nests too deeply") from None
         if not isinstance(body, dict):
             raise StatusError(400, f"mkpolicy sidecar: expected a {gvk.kind} object; found {type(body).__name__}")
         if body.get("apiVersion") != gvk.api_version or body.get("kind") != gvk.kind:
@@ -466,8 +468,10 @@ class WorkerEndpoint:
             return resp.status
         try:
             doc = json.loads(raw)
-        except ValueError:
-            raise StatusError(502, f"mkpolicy sidecar: worker {self.cluster} sent a body that is not JSON") from None
+        except (ValueError, RecursionError):
+            raise StatusError(
+                502, f"mkpolicy sidecar: worker {self.cluster} sent a body that is not JSON (or nests too deeply)"
+            ) from None
         doc = await self._rewrite_document(doc, entry, manager_hint, strict)
         respond_json(exchange, resp, doc)
         return resp.status
@@ -589,7 +593,7 @@ class WorkerEndpoint:
                 continue
             try:
                 event = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 events.append((line, None))
                 continue
             obj = event.get("object") if isinstance(event, dict) else None

@@ -20,6 +20,7 @@ from mkpolicy.cel import (
     Environment,
     Program,
     compile,
+    evaluate,
 )
 from mkpolicy.cel.errors import CelExpressionError
 from mkpolicy.errors import Location
@@ -159,3 +160,15 @@ def test_relocation_into_a_policy_file() -> None:
     assert isinstance(moved, CelEvalError)
     assert str(moved).startswith("policy.yaml:12:9")
     assert moved.offset == info.value.offset == 15
+
+
+def test_values_nesting_too_deeply_are_a_typed_error() -> None:
+    deep: Any = 1
+    for _ in range(5_000):
+        deep = {"a": deep}
+    with pytest.raises(CelEvalError, match="a variable's value nests too deeply to convert"):
+        evaluate("x.a", {"x": deep})
+    shallow: Any = 1
+    for _ in range(50):
+        shallow = {"a": shallow}
+    assert evaluate("x.a.a", {"x": shallow}) == shallow["a"]["a"]

@@ -288,6 +288,36 @@ def test_hostile_expression_stops_on_the_cost_budget() -> None:
         adapter.create(manager(items=list(range(200))), CTX)
 
 
+def nested(depth: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+@pytest.mark.parametrize(
+    ("call", "where"),
+    [
+        (lambda a, deep: a.create(manager(deep=deep), CTX), "policy p, creation"),
+        (lambda a, deep: a.sync(manager(), {"status": deep}, CTX), "policy p, status write-back"),
+        (lambda a, deep: mkpolicy.mutate(manager(deep=deep), []), "mutate"),
+    ],
+    ids=["create", "sync", "mutate"],
+)
+def test_objects_nesting_too_deeply_are_a_typed_error(call: Any, where: str) -> None:
+    adapter = policy("""
+        sync:
+          patches:
+            - type: JSONPatch
+              jsonPatch:
+                expression: "[JSONPatch{op: 'add', path: '/status/copy', value: workerObject.status}]"
+        """)
+    call(adapter, nested(20))  # Kubernetes-sized nesting is fine
+    with pytest.raises(PatchError, match="expected an object nested at most a few hundred levels deep") as info:
+        call(adapter, nested(5_000))
+    assert where in str(info.value.location)
+
+
 def test_sync_patches_replacing_a_field_outside_status_by_another_are_caught() -> None:
     # As many top-level fields before and after, all but one the same objects.
     adapter = policy(

@@ -867,3 +867,28 @@ def test_transformed_read_refused_when_the_sync_fails(fast: bool, tmp_path: Path
             )
 
     asyncio.run(scenario())
+
+
+def test_bodies_nesting_too_deeply_are_refused(fast: bool) -> None:
+    """JSON nested past Python's recursion limit: a 400 for Kueue's body, a 502 for the worker's, no crash."""
+    policy = mkpolicy.compile(mkpolicy.load(str(DATA / "tekton-policy.yaml"))[0])
+    deep = b'{"a":' * 100_000 + b"1" + b"}" * 100_000
+    answer = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(deep) + deep
+    base = "/apis/tekton.dev/v1/namespaces/team-a/pipelineruns"
+
+    async def scenario() -> None:
+        hub = PolicyHub(policy, {"a": pipelinerun("a", worker=False)})
+        async with wire(replying(answer), fast=fast, hub=hub) as w:
+            reader, writer = await w.connect()
+            writer.write(w.get(base, f"Content-Length: {len(deep)}", "Content-Type: application/json", method="POST"))
+            writer.write(deep)
+            got = await read_response(reader)
+            assert got.startswith(b"HTTP/1.1 400 "), got[:60]
+            assert "the body nests too deeply" in json.loads(got.split(b"\r\n\r\n", 1)[1])["message"]
+            assert w.worker.requests == []  # nothing sent upstream
+            writer.write(w.get(f"{base}/a"))
+            got = await read_response(reader)
+            assert got.startswith(b"HTTP/1.1 502 "), got[:60]
+            assert "not JSON (or nests too deeply)" in json.loads(got.split(b"\r\n\r\n", 1)[1])["message"]
+
+    asyncio.run(scenario())

@@ -83,6 +83,8 @@ CASES: list[tuple[str, str, str, Any, dict[str, Any], int, str, str]] = [
     ("wrong-token", "GET", CM, None, {"token": "guess"}, 401, "Unauthorized", "Unauthorized"),
     ("yaml-bomb-body", "POST", CM, YAML_BOMB, {"content_type": "application/yaml"}, 400, "BadRequest",
      "the YAML stream expands to more than 2,000,000 nodes"),
+    ("json-too-deep", "POST", CM, b'{"a":' * 100_000 + b"1" + b"}" * 100_000, {}, 400, "BadRequest",
+     "the request body nests too deeply"),
     ("yaml-malformed-body", "POST", CM, b"data: [", {"content_type": "application/yaml"}, 400, "BadRequest",
      "malformed YAML"),
     ("text-body", "POST", CM, b"name: x", {"content_type": "text/plain"}, 415, "UnsupportedMediaType",

@@ -113,6 +113,8 @@ def _parse_json(data: bytes, what: str) -> Any:
         raise bad_request(f"malformed JSON in the {what}: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise bad_request(f"malformed JSON in the {what}: {exc}") from None
+    except RecursionError:
+        raise bad_request(f"the {what} nests too deeply") from None
 
 
 class Handler:
