@@ -5,6 +5,10 @@
 from the manager's object (-f) and the worker's object (--worker-object); "null" when
 nothing would be written. -o diff prints a unified diff against the input instead.
 
+When the policy names its framework's schema (spec.schema), what the API server would
+refuse of the result (a worker copy or status write that breaks the CRD schema, where the
+manager's object did not) is printed as a warning on stderr.
+
 --policy takes a policy file or a directory; the policy whose framework matches the
 object's apiVersion and kind is used. Exit code 0 on success, 1 when the object is not
 managed or a patch fails, 2 for unreadable input or bad arguments.
@@ -51,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         read_object,
         report_policy_error,
     )
-    from mkpolicy.engine import Context, compile
+    from mkpolicy.engine import Context, compile, refused_fields
     from mkpolicy.errors import MkpolicyError, NotManagedError, PolicyError
     from mkpolicy.jsonvalues import apply_merge_patch, json_equal
     from mkpolicy.policy import load
@@ -104,6 +108,13 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FINDINGS
     for skipped in ignored:
         print(skipped.report("warning") + " (skipped: failurePolicy Ignore)", file=sys.stderr)
+    who = (
+        "the worker's API server would refuse the worker copy"
+        if args.phase == "create"
+        else ("the manager's API server would refuse the status write")
+    )
+    for refused in refused_fields(adapter, obj, args.phase, result):
+        print(f"warning: {who} (spec.schema): {refused}", file=sys.stderr)
     if args.output == "diff":
         import difflib
 

@@ -1,6 +1,7 @@
 """Compile FrameworkPolicies into adapters and apply them (create, sync, mutate)."""
 
 from mkpolicy.engine.adapter import Adapter, compile, load_schema
+from mkpolicy.engine.admission import refused_fields
 from mkpolicy.engine.context import DEFAULT_ORIGIN, Context
 from mkpolicy.engine.generic import ORIGIN_LABEL, PREBUILT_WORKLOAD_KEY
 from mkpolicy.engine.mutate import mutate
@@ -14,4 +15,5 @@ __all__ = [
     "compile",
     "load_schema",
     "mutate",
+    "refused_fields",
 ]

@@ -135,3 +135,27 @@ def test_help_teaches(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert info.value.code == 0
     assert "examples:" in out and "exit codes:" in out and "apply" in out and "validate" in out
+
+
+def test_apply_warns_of_what_the_api_server_would_refuse(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    (tmp_path / "schema.json").write_text(
+        json.dumps({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "managedBy": {"type": "string"}, "mode": {"type": "string", "enum": ["fast", "slow"]}}}}})
+    )  # fmt: skip
+    (tmp_path / "policy.yaml").write_text(
+        "apiVersion: mkpolicy.io/v1alpha1\nkind: FrameworkPolicy\nmetadata: {name: thing}\nspec:\n"
+        "  framework: Thing.v1.example.com\n  schema: schema.json\n  creation:\n    patches:\n"
+        "      - type: JSONPatch\n        jsonPatch:\n"
+        '          expression: \'[JSONPatch{op: "add", path: "/spec/mode", value: "turbo"}]\'\n'
+    )
+    (tmp_path / "thing.json").write_text(
+        json.dumps({"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "t"},
+                    "spec": {"managedBy": "kueue.x-k8s.io/multikueue"}})
+    )  # fmt: skip
+    argv = ["apply", "--policy", str(tmp_path / "policy.yaml"), "--phase", "create", "-f", str(tmp_path / "thing.json")]
+    code, out, err = run(capsys, *argv)
+    assert code == 0 and "mode: turbo" in out
+    assert err == (
+        "warning: the worker's API server would refuse the worker copy (spec.schema): "
+        'spec.mode: Unsupported value: "turbo": supported values: "fast", "slow"\n'
+    )

@@ -419,3 +419,79 @@ def test_discovery_and_coverage(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert run(capsys, "nowhere")[0] == 2
     code, _, err = run(capsys, "-k", "no such case", ".")
     assert code == 2 and "-k 'no such case': no case name contains it" in err
+
+
+THING_SCHEMA = """\
+type: object
+properties:
+  spec:
+    type: object
+    properties:
+      managedBy: {type: string}
+      size: {type: integer, maximum: 10}
+      mode: {type: string, enum: [fast, slow]}
+  status:
+    type: object
+    properties:
+      phase: {type: string}
+"""
+
+SCHEMA_POLICY = """\
+apiVersion: mkpolicy.io/v1alpha1
+kind: FrameworkPolicy
+metadata:
+  name: thing
+spec:
+  framework: Thing.v1.example.com
+  schema: thing.schema.yaml
+  creation:
+    patches:
+      - type: JSONPatch
+        jsonPatch:
+          expression: '[JSONPatch{op: "replace", path: "/spec/mode", value: object.spec.size > 5 ? "turbo" : "fast"}]'
+  sync:
+    patches:
+      - type: JSONPatch
+        jsonPatch:
+          expression: '[JSONPatch{op: "replace", path: "/status/phase", value: size(workerObject.status.phase)}]'
+"""
+
+
+def test_results_the_api_server_would_refuse_fail(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "thing.schema.yaml").write_text(THING_SCHEMA)
+    (tmp_path / "thing.yaml").write_text(SCHEMA_POLICY)
+    manager = "{apiVersion: example.com/v1, kind: Thing, metadata: {name: t}, spec: {managedBy: kueue.x-k8s.io/multikueue, size: SIZE}}"
+    worker = "{apiVersion: example.com/v1, kind: Thing, metadata: {name: t}, status: {phase: Running}}"
+    cases = (
+        "- name: a valid worker copy\n  phase: create\n  managerObject: " + manager.replace("SIZE", "3") + "\n"
+        "  expect: {workerObject: {apiVersion: example.com/v1, kind: Thing, metadata: {name: t, labels: "
+        "{kueue.x-k8s.io/multikueue-origin: multikueue}, annotations: {kueue.x-k8s.io/prebuilt-workload-name: wl-1}}, "
+        "spec: {size: 3, mode: fast}}}\n"
+        # the manager's object already breaks the schema (size 12 > 10): not the policy's doing, not reported
+        "- name: a refused worker copy\n  phase: create\n  managerObject: " + manager.replace("SIZE", "12") + "\n"
+        "  expect: {workerObject: {apiVersion: example.com/v1, kind: Thing, metadata: {name: t, labels: "
+        "{kueue.x-k8s.io/multikueue-origin: multikueue}, annotations: {kueue.x-k8s.io/prebuilt-workload-name: wl-1}}, "
+        "spec: {size: 12, mode: turbo}}}\n"
+        "- name: a refused status write\n  phase: sync\n  managerObject: "
+        + manager.replace("SIZE", "3")[:-1]
+        + ", status: {phase: Pending}}\n"
+        "  workerObject: " + worker + "\n"
+        "  expect: {statusPatch: {status: {phase: 7}}}\n"
+    )
+    (tmp_path / "thing.test.yaml").write_text(
+        "apiVersion: mkpolicy.io/v1alpha1\nkind: FrameworkPolicyTest\nmetadata:\n  name: thing\nspec:\n"
+        "  policy: thing.yaml\n  context:\n    workloadName: wl-1\n  cases:\n" + textwrap.indent(cases, "    ")
+    )
+    code, out, _ = run(capsys, ".")
+    assert code == 1, out
+    statuses = [line.split()[0] for line in out.splitlines() if line.split()[:1] in (["PASS"], ["FAIL"])]
+    assert statuses == ["PASS", "FAIL", "FAIL"], out
+    assert (
+        "the worker's API server would refuse the worker copy (spec.schema): "
+        'spec.mode: Unsupported value: "turbo": supported values: "fast", "slow"' in out
+    )
+    assert "spec.size" not in out
+    assert (
+        "the manager's API server would refuse the status write (spec.schema): "
+        'status.phase: Invalid value: "integer": status.phase in body must be of type string: "integer"' in out
+    )

@@ -81,6 +81,11 @@ CASES: list[tuple[str, str, str, Any, dict[str, Any], int, str, str]] = [
      'pipelineruns.tekton.dev "ghost" not found'),
     ("no-token", "GET", CM, None, {"token": None}, 401, "Unauthorized", "Unauthorized"),
     ("wrong-token", "GET", CM, None, {"token": "guess"}, 401, "Unauthorized", "Unauthorized"),
+    ("custom-resource-against-its-schema", "POST", PRS,
+     {"apiVersion": "tekton.dev/v1", "kind": "PipelineRun", "metadata": {"name": "p"},
+      "spec": {"timeouts": 5}}, {}, 422, "Invalid",
+     'PipelineRun.tekton.dev "p" is invalid: '
+     'spec.timeouts: Invalid value: "integer": spec.timeouts in body must be of type object: "integer"'),
     ("yaml-bomb-body", "POST", CM, YAML_BOMB, {"content_type": "application/yaml"}, 400, "BadRequest",
      "the YAML stream expands to more than 2,000,000 nodes"),
     ("json-too-deep", "POST", CM, b'{"a":' * 100_000 + b"1" + b"}" * 100_000, {}, 400, "BadRequest",

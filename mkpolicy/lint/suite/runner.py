@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from mkpolicy.engine import Adapter, Context, compile
+from mkpolicy.engine import Adapter, Context, compile, refused_fields
 from mkpolicy.errors import InputError, Location, MkpolicyError, NotManagedError, PolicyError
 from mkpolicy.jsonvalues import json_equal
 from mkpolicy.lint.suite.diff import object_diff
@@ -241,6 +241,8 @@ def run_case(adapter: Adapter, suite: SuiteDocument, case: Case, index: int, doc
     outcome = _outcome(adapter, case, manager, worker, ctx)
     result.outcome = outcome
     _judge(result, case, outcome, expected)
+    if outcome.kind == "object":
+        _check_schema(result, adapter, case, manager, outcome.value)
     result.duration = time.perf_counter() - start
     return result
 
@@ -300,6 +302,22 @@ def _judge(result: CaseResult, case: Case, outcome: Outcome, expected: Any) -> N
     if messages:
         result.status = "failed"
         result.message = "\n".join(messages)
+
+
+def _check_schema(result: CaseResult, adapter: Adapter, case: Case, manager: dict[str, Any], value: Any) -> None:
+    """Fail the case when the API server would refuse what the policy produced (spec.schema)."""
+    refused = refused_fields(adapter, manager, case.phase, value)
+    if not refused:
+        return
+    who = (
+        "the worker's API server would refuse the worker copy"
+        if case.phase == "create"
+        else ("the manager's API server would refuse the status write")
+    )
+    problem = f"{who} (spec.schema): " + "; ".join(str(e) for e in refused)
+    result.other_problems.append(problem)
+    result.status = "failed"
+    result.message = "\n".join(m for m in (result.message, problem) if m)
 
 
 def _ignored_problems(allowed: list[str] | None, ignored: list[MkpolicyError]) -> list[str]:

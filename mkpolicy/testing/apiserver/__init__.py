@@ -30,7 +30,9 @@ What it implements
   with ``propagationPolicy`` (Background, Foreground, Orphan), preconditions,
   finalizers and ``deletionTimestamp``, owner-reference garbage collection, namespace
   termination; ``dryRun=All``; ``fieldValidation`` (Strict/Warn/Ignore, ``Warning``
-  headers); ``generateName``; DNS-1123 names, label/annotation/finalizer validation.
+  headers); ``generateName``; DNS-1123 names, label/annotation/finalizer validation;
+  custom resources pruned, defaulted and validated against their version's schema
+  (types, ``required``, ``enum``, bounds, patterns, unique ``set``/``map`` list items).
 - LIST: ``labelSelector`` (equality and set-based), ``fieldSelector``
   (``metadata.name``, ``metadata.namespace``, selectable fields), ``limit`` /
   ``continue`` (consistent snapshots from history), ``resourceVersion`` with
@@ -49,9 +51,8 @@ What it implements
 What it does not implement
 --------------------------
 - Server-side apply (``application/apply-patch+yaml`` is a 415) and ``managedFields``.
-- OpenAPI validation of custom resources: types, ``required``, ``enum``, formats,
-  patterns, bounds and ``x-kubernetes-validations`` (CEL) rules are not checked
-  (unknown fields *are* pruned and defaults *are* applied). Built-in kinds are not
+- Part of OpenAPI validation of custom resources: ``format`` and
+  ``x-kubernetes-validations`` (CEL) rules are not checked. Built-in kinds are not
   pruned beyond ``metadata`` and validated only as :mod:`.builtins` says.
 - Conversion webhooks: all served versions of a CRD share the same fields; only
   ``apiVersion`` changes (conversion strategy ``None``).

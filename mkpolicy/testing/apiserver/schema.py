@@ -6,9 +6,8 @@ non-nullable fields, and fills in ``default`` values. The server does the same o
 write, and reports the dropped paths so that ``fieldValidation=Strict`` can reject them
 and ``Warn`` can return them in ``Warning`` headers.
 
-What is *not* done: type, format, enum, pattern, min/max, required and
-``x-kubernetes-validations`` (CEL) checks — the schema shapes objects, it does not
-validate them here.
+Validation against the schema happens after this, in the write operations
+(:mod:`mkpolicy.structural.validation`).
 """
 
 from __future__ import annotations

@@ -1,0 +1,203 @@
+"""Validating objects against a structural schema, as kube-apiserver validates custom resources.
+
+A CRD's ``openAPIV3Schema`` is OpenAPI 3.0's dialect of JSON Schema draft 4 plus
+Kubernetes extensions. The draft-4 keywords are checked by the ``jsonschema`` library;
+this module adds what Kubernetes means on top:
+
+* ``nullable: true`` lets ``null`` through ``type`` and ``enum``;
+* ``x-kubernetes-int-or-string`` accepts an integer or a string;
+* ``x-kubernetes-list-type: set`` items are unique, ``map`` items unique by their
+  ``x-kubernetes-list-map-keys``;
+* errors are Kubernetes' field errors (``spec.tasks[1].name: Required value``).
+
+Not checked, as documented: ``format`` (kube-apiserver checks a few named formats),
+``x-kubernetes-validations`` (CEL rules), and ``metadata``, which the API server
+validates as ObjectMeta whatever the schema says.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+#: Kubernetes' names of JSON types, for messages.
+_TYPE_NAMES = {bool: "boolean", int: "integer", float: "number", str: "string", dict: "object", list: "array"}
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One violation, as Kubernetes' ``field.Error``: a path, a type and a detail."""
+
+    #: ``spec.tasks[1].name``
+    path: str
+    #: ``Required value``, ``Invalid value``, ``Unsupported value``, ``Duplicate value``,
+    #: ``Too long``, ``Too many``.
+    kind: str
+    detail: str = ""
+
+    @property
+    def cause_type(self) -> str:
+        """The ``reason`` of this error in a 422 ``Status``'s ``details.causes``."""
+        return _CAUSE_TYPES[self.kind]
+
+    @property
+    def message(self) -> str:
+        """The error without its path: ``Required value``, ``Invalid value: ...``."""
+        return self.kind + (f": {self.detail}" if self.detail else "")
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+_CAUSE_TYPES = {
+    "Required value": "FieldValueRequired",
+    "Invalid value": "FieldValueInvalid",
+    "Unsupported value": "FieldValueNotSupported",
+    "Duplicate value": "FieldValueDuplicate",
+    "Too long": "FieldValueTooLong",
+    "Too many": "FieldValueTooMany",
+}
+
+
+def validate(obj: Any, schema: Mapping[str, Any]) -> list[FieldError]:
+    """Every violation of ``schema`` (an ``openAPIV3Schema``) by ``obj``, in path order.
+
+    ``metadata`` at the root is left out (Kubernetes validates it as ObjectMeta).
+    """
+    validator = _validator_class()(_without_metadata(schema))
+    errors = [e for error in validator.iter_errors(obj) for e in _field_errors(error)]
+    return sorted(set(errors), key=lambda e: (e.path, e.kind, e.detail))
+
+
+def _without_metadata(schema: Mapping[str, Any]) -> dict[str, Any]:
+    props = schema.get("properties")
+    if isinstance(props, dict) and "metadata" in props:
+        return {**schema, "properties": {k: v for k, v in props.items() if k != "metadata"}}
+    return dict(schema)
+
+
+@functools.cache
+def _validator_class() -> Any:
+    from jsonschema import Draft4Validator, validators
+
+    def nullable(keyword: Any) -> Any:
+        def check(validator: Any, value: Any, instance: Any, schema: Mapping[str, Any]) -> Iterator[Any]:
+            if instance is None and schema.get("nullable") is True:
+                return
+            yield from keyword(validator, value, instance, schema)
+
+        return check
+
+    def int_or_string(validator: Any, value: Any, instance: Any, schema: Mapping[str, Any]) -> Iterator[Any]:
+        from jsonschema import ValidationError
+
+        if value is True and type(instance) not in (int, str) and not (instance is None and schema.get("nullable")):
+            yield ValidationError("must be of type integer or string")
+
+    def list_type(validator: Any, value: Any, instance: Any, schema: Mapping[str, Any]) -> Iterator[Any]:
+        from jsonschema import ValidationError
+
+        if not isinstance(instance, list) or value not in ("set", "map"):
+            return
+        keys = [str(k) for k in schema.get("x-kubernetes-list-map-keys") or []] if value == "map" else None
+        seen: set[str] = set()
+        for index, item in enumerate(instance):
+            if keys is not None and not isinstance(item, dict):
+                continue  # the item's own type error says why
+            identity = {k: item.get(k) for k in keys} if keys is not None else item
+            key = json.dumps(identity, sort_keys=True)
+            if key in seen:
+                error = ValidationError(json.dumps(identity, separators=(",", ":")), validator="duplicate")
+                error.relative_path.append(index)
+                yield error
+            seen.add(key)
+
+    checks = dict(Draft4Validator.VALIDATORS)
+    checks["type"] = nullable(checks["type"])
+    checks["enum"] = nullable(checks["enum"])
+    checks["x-kubernetes-int-or-string"] = int_or_string
+    checks["x-kubernetes-list-type"] = list_type
+    checks.pop("format", None)
+    return validators.create(
+        meta_schema=Draft4Validator.META_SCHEMA,
+        validators=checks,
+        type_checker=Draft4Validator.TYPE_CHECKER,
+    )
+
+
+def _field_errors(error: Any) -> Iterator[FieldError]:
+    path = _path(error.absolute_path)
+    where = f"{path} in body" if path else "body"
+    keyword = error.validator
+    instance = error.instance
+    if keyword == "required":
+        present = instance if isinstance(instance, dict) else {}
+        for name in error.validator_value:
+            if name not in present:
+                yield FieldError(_join(path, name), "Required value")
+        return
+    if keyword == "enum":
+        supported = ", ".join(json.dumps(v) for v in error.validator_value)
+        yield FieldError(path, "Unsupported value", f"{json.dumps(instance)}: supported values: {supported}")
+        return
+    if keyword == "duplicate":
+        yield FieldError(path, "Duplicate value", error.message)
+        return
+    if keyword == "maxLength":
+        yield FieldError(path, "Too long", f"may not be more than {error.validator_value} bytes")
+        return
+    if keyword in ("maxItems", "maxProperties"):
+        what = "items" if keyword == "maxItems" else "properties"
+        yield FieldError(path, "Too many", f"{len(instance)}: must have at most {error.validator_value} {what}")
+        return
+    if keyword in ("type", "x-kubernetes-int-or-string"):
+        expected = error.validator_value if keyword == "type" else ["integer", "string"]
+        found = json.dumps(_type_name(instance))
+        reason = f"must be of type {expected if isinstance(expected, str) else ' or '.join(expected)}"
+        yield FieldError(path, "Invalid value", f"{found}: {where} {reason}: {found}")
+        return
+    if keyword in ("anyOf", "oneOf", "allOf", "not"):
+        reason = {
+            "anyOf": "must match at least one schema",
+            "oneOf": "must match exactly one schema",
+            "allOf": "must match all schemas",
+            "not": "must not match the schema",
+        }[keyword]
+        yield FieldError(path, "Invalid value", f"{_brief(instance)}: {where} {reason}")
+        return
+    v = error.validator_value
+    exclusive = error.schema.get("exclusiveMinimum" if keyword == "minimum" else "exclusiveMaximum") is True
+    reason = {
+        "minimum": f"should be greater than {'' if exclusive else 'or equal to '}{v}",
+        "maximum": f"should be less than {'' if exclusive else 'or equal to '}{v}",
+        "multipleOf": f"should be a multiple of {v}",
+        "minLength": f"should be at least {v} chars long",
+        "pattern": f"should match '{v}'",
+        "minItems": f"should have at least {v} items",
+        "minProperties": f"should have at least {v} properties",
+        "uniqueItems": "shouldn't contain duplicates",
+    }.get(keyword, error.message)
+    yield FieldError(path, "Invalid value", f"{_brief(instance)}: {where} {reason}")
+
+
+def _type_name(value: Any) -> str:
+    return "null" if value is None else _TYPE_NAMES.get(type(value), type(value).__name__)
+
+
+def _brief(value: Any) -> str:
+    text = json.dumps(value, separators=(",", ":"))
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _path(parts: Any) -> str:
+    path = ""
+    for part in parts:
+        path = f"{path}[{part}]" if isinstance(part, int) else _join(path, str(part))
+    return path
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name

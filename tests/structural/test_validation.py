@@ -1,0 +1,82 @@
+"""mkpolicy.structural.validation: objects against a CRD schema, with Kubernetes' field errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mkpolicy.structural.validation import validate
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["spec"],
+    "properties": {
+        "metadata": {"type": "object", "properties": {"name": {"type": "integer"}}},  # never checked
+        "spec": {
+            "type": "object",
+            "required": ["size"],
+            "properties": {
+                "size": {"type": "integer", "minimum": 1, "maximum": 10},
+                "ratio": {"type": "number", "exclusiveMaximum": True, "maximum": 1},
+                "mode": {"type": "string", "enum": ["fast", "slow"]},
+                "note": {"type": "string", "nullable": True, "maxLength": 5},
+                "name": {"type": "string", "pattern": "^[a-z]+$", "minLength": 2},
+                "port": {"x-kubernetes-int-or-string": True},
+                "tags": {"type": "array", "x-kubernetes-list-type": "set", "maxItems": 3, "items": {"type": "string"}},
+                "tasks": {
+                    "type": "array",
+                    "x-kubernetes-list-type": "map",
+                    "x-kubernetes-list-map-keys": ["name"],
+                    "items": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}},
+                },
+                "env": {"type": "object", "additionalProperties": {"type": "string"}, "maxProperties": 2},
+                "either": {"anyOf": [{"type": "integer"}, {"type": "string", "enum": ["all"]}]},
+                "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                "when": {"type": "string", "format": "date-time"},
+            },
+        },
+    },
+}
+
+CASES: list[tuple[str, dict[str, Any], list[str]]] = [
+    ("valid", {"size": 3, "mode": "fast", "note": None, "port": "http", "tags": ["a", "b"], "free": {"x": [1]},
+               "tasks": [{"name": "a"}, {"name": "b"}], "env": {"A": "1"}, "either": "all", "when": "not checked"}, []),
+    ("required", {}, ["spec.size: Required value"]),
+    ("type", {"size": "3"}, ['spec.size: Invalid value: "string": spec.size in body must be of type integer: "string"']),
+    ("null-not-nullable", {"size": None}, ['spec.size: Invalid value: "null": spec.size in body must be of type integer: "null"']),
+    ("bool-is-not-integer", {"size": True}, ['spec.size: Invalid value: "boolean": spec.size in body must be of type integer: "boolean"']),
+    ("minimum", {"size": 0}, ["spec.size: Invalid value: 0: spec.size in body should be greater than or equal to 1"]),
+    ("exclusive-maximum", {"size": 1, "ratio": 1}, ["spec.ratio: Invalid value: 1: spec.ratio in body should be less than 1"]),
+    ("enum", {"size": 1, "mode": "turbo"}, ['spec.mode: Unsupported value: "turbo": supported values: "fast", "slow"']),
+    ("max-length", {"size": 1, "note": "toolong"}, ["spec.note: Too long: may not be more than 5 bytes"]),
+    ("pattern-and-min-length", {"size": 1, "name": "A"}, [
+        "spec.name: Invalid value: \"A\": spec.name in body should be at least 2 chars long",
+        "spec.name: Invalid value: \"A\": spec.name in body should match '^[a-z]+$'",
+    ]),
+    ("int-or-string", {"size": 1, "port": 1.5},
+     ['spec.port: Invalid value: "number": spec.port in body must be of type integer or string: "number"']),
+    ("set", {"size": 1, "tags": ["a", "a"]}, ['spec.tags[1]: Duplicate value: "a"']),
+    ("max-items", {"size": 1, "tags": ["a", "b", "c", "d"]}, ["spec.tags: Too many: 4: must have at most 3 items"]),
+    ("map-list", {"size": 1, "tasks": [{"name": "a"}, {"name": "a"}, {}]},
+     ['spec.tasks[1]: Duplicate value: {"name":"a"}', "spec.tasks[2].name: Required value"]),
+    ("map-values", {"size": 1, "env": {"A": 1}}, ['spec.env.A: Invalid value: "integer": spec.env.A in body must be of type string: "integer"']),
+    ("max-properties", {"size": 1, "env": {"A": "", "B": "", "C": ""}}, ["spec.env: Too many: 3: must have at most 2 properties"]),
+    ("any-of", {"size": 1, "either": "some"}, ['spec.either: Invalid value: "some": spec.either in body must match at least one schema']),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("spec", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_validate(spec: dict[str, Any], expected: list[str]) -> None:
+    obj = {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "not-an-integer"}, "spec": spec}
+    assert [str(e) for e in validate(obj, SCHEMA)] == expected
+
+
+def test_root_and_cause_types() -> None:
+    errors = validate({"kind": "Thing"}, SCHEMA)
+    assert [(str(e), e.cause_type) for e in errors] == [("spec: Required value", "FieldValueRequired")]
+    errors = validate({"spec": {"size": 1, "mode": "x", "tags": ["a", "a"], "note": "123456"}}, SCHEMA)
+    assert [e.cause_type for e in errors] == ["FieldValueNotSupported", "FieldValueTooLong", "FieldValueDuplicate"]
+    assert [str(e) for e in validate([1], {"type": "object"})] == [
+        'Invalid value: "array": body must be of type object: "array"'
+    ]
