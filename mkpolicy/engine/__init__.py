@@ -1,7 +1,7 @@
 """Compile FrameworkPolicies into adapters and apply them (create, sync, mutate)."""
 
 from mkpolicy.engine.adapter import Adapter, compile, load_schema
-from mkpolicy.engine.admission import refused_fields
+from mkpolicy.engine.admission import refused_fields, schema_errors
 from mkpolicy.engine.context import DEFAULT_ORIGIN, Context
 from mkpolicy.engine.generic import ORIGIN_LABEL, PREBUILT_WORKLOAD_KEY
 from mkpolicy.engine.mutate import mutate
@@ -16,4 +16,5 @@ __all__ = [
     "load_schema",
     "mutate",
     "refused_fields",
+    "schema_errors",
 ]

@@ -13,8 +13,19 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from mkpolicy.engine.adapter import Adapter
+from mkpolicy.engine.crdrules import rule_errors
 from mkpolicy.jsonvalues import apply_merge_patch
 from mkpolicy.structural.validation import FieldError, validate
+
+
+def schema_errors(obj: Any, schema: Mapping[str, Any], old: Any = None) -> list[FieldError]:
+    """What kube-apiserver's validation of a custom resource against ``schema`` reports.
+
+    The schema's types, bounds and patterns first; its ``x-kubernetes-validations`` rules
+    when those pass (a rule on a value of the wrong type would only add noise). ``old``
+    is the stored object on an update: transition rules (``oldSelf``) need it.
+    """
+    return validate(obj, schema) or rule_errors(obj, schema, old)
 
 
 def refused_fields(
@@ -30,5 +41,6 @@ def refused_fields(
     if schema is None or result is None:
         return []
     after = result if phase == "create" else apply_merge_patch(dict(manager_obj), result)
-    before = {str(e) for e in validate(manager_obj, schema)}
-    return [e for e in validate(after, schema) if str(e) not in before]
+    old = manager_obj if phase == "sync" else None  # a status write updates the manager's object
+    before = {str(e) for e in schema_errors(manager_obj, schema)}
+    return [e for e in schema_errors(after, schema, old) if str(e) not in before]

@@ -10,9 +10,10 @@ this module adds what Kubernetes means on top:
   ``x-kubernetes-list-map-keys``;
 * errors are Kubernetes' field errors (``spec.tasks[1].name: Required value``).
 
-Not checked, as documented: ``format`` (kube-apiserver checks a few named formats),
-``x-kubernetes-validations`` (CEL rules), and ``metadata``, which the API server
-validates as ObjectMeta whatever the schema says.
+Not checked here: ``format`` (kube-apiserver checks a few named formats), ``metadata``,
+which the API server validates as ObjectMeta whatever the schema says, and
+``x-kubernetes-validations``: CEL rules need the CEL layer above this one
+(:mod:`mkpolicy.engine.crdrules`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class FieldError:
     #: ``spec.tasks[1].name``
     path: str
     #: ``Required value``, ``Invalid value``, ``Unsupported value``, ``Duplicate value``,
-    #: ``Too long``, ``Too many``.
+    #: ``Too long``, ``Too many``, ``Forbidden``.
     kind: str
     detail: str = ""
 
@@ -59,6 +60,7 @@ _CAUSE_TYPES = {
     "Duplicate value": "FieldValueDuplicate",
     "Too long": "FieldValueTooLong",
     "Too many": "FieldValueTooMany",
+    "Forbidden": "FieldValueForbidden",
 }
 
 

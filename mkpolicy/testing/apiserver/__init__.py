@@ -32,7 +32,8 @@ What it implements
   termination; ``dryRun=All``; ``fieldValidation`` (Strict/Warn/Ignore, ``Warning``
   headers); ``generateName``; DNS-1123 names, label/annotation/finalizer validation;
   custom resources pruned, defaulted and validated against their version's schema
-  (types, ``required``, ``enum``, bounds, patterns, unique ``set``/``map`` list items).
+  (types, ``required``, ``enum``, bounds, patterns, unique ``set``/``map`` list items,
+  ``x-kubernetes-validations`` CEL rules with ``oldSelf`` on updates).
 - LIST: ``labelSelector`` (equality and set-based), ``fieldSelector``
   (``metadata.name``, ``metadata.namespace``, selectable fields), ``limit`` /
   ``continue`` (consistent snapshots from history), ``resourceVersion`` with
@@ -51,9 +52,9 @@ What it implements
 What it does not implement
 --------------------------
 - Server-side apply (``application/apply-patch+yaml`` is a 415) and ``managedFields``.
-- Part of OpenAPI validation of custom resources: ``format`` and
-  ``x-kubernetes-validations`` (CEL) rules are not checked. Built-in kinds are not
-  pruned beyond ``metadata`` and validated only as :mod:`.builtins` says.
+- Part of OpenAPI validation of custom resources: ``format`` and the per-CRD cost
+  budget of CEL rules. Built-in kinds are not pruned beyond ``metadata`` and validated
+  only as :mod:`.builtins` says.
 - Conversion webhooks: all served versions of a CRD share the same fields; only
   ``apiVersion`` changes (conversion strategy ``None``).
 - Admission (webhooks, policies), RBAC/authorization (any valid token may do

@@ -294,7 +294,7 @@ class Api:
             meta["generation"] = 1
         if not causes:
             strategy.complete(obj)
-            causes = strategy.validate(obj, None) + _schema_causes(t, obj)
+            causes = strategy.validate(obj, None) + _schema_causes(t, obj, None)
             if not causes:
                 causes = self._crd_conflicts(rt, obj)
         if causes:
@@ -477,7 +477,7 @@ class Api:
             strategy_for(rt).prepare_update(old.obj, obj)
         meta = obj["metadata"]
         causes: builtins.list[Cause] = validate_metadata(meta, rt.name_rule, rt.namespaced)
-        causes += strategy_for(rt).validate(obj, old.obj) + _schema_causes(t, obj) if not causes else []
+        causes += strategy_for(rt).validate(obj, old.obj) + _schema_causes(t, obj, old.obj) if not causes else []
         late = finalizers_added_while_deleting(old.meta, meta)
         if late is not None:
             causes.append(late)
@@ -550,10 +550,10 @@ def too_large_resource_version(wanted: int, current: int) -> ApiError:
     )  # fmt: skip
 
 
-def _schema_causes(t: Target, obj: JsonObject) -> builtins.list[Cause]:
-    """A custom resource's violations of its version's schema, as kube-apiserver reports them."""
+def _schema_causes(t: Target, obj: JsonObject, old: JsonObject | None) -> builtins.list[Cause]:
+    """A custom resource's violations of its version's schema and rules, as kube-apiserver reports them."""
     if t.rt.builtin or not t.schema:
         return []
-    from mkpolicy.structural.validation import validate
+    from mkpolicy.engine.admission import schema_errors
 
-    return [Cause(e.cause_type, e.path, e.message) for e in validate(obj, t.schema)]
+    return [Cause(e.cause_type, e.path, e.message) for e in schema_errors(obj, t.schema, old)]
