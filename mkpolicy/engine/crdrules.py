@@ -24,7 +24,7 @@ from typing import Any
 
 from mkpolicy.cel import CelError, Environment, Program
 from mkpolicy.cel.values import OptionalValue
-from mkpolicy.structural.validation import FieldError
+from mkpolicy.structural.validation import FieldError, type_name
 
 _ABSENT = object()
 _OLD_SELF = re.compile(r"\boldSelf\b")
@@ -34,7 +34,6 @@ _KINDS = {
     "FieldValueRequired": "Required value",
     "FieldValueDuplicate": "Duplicate value",
 }
-_TYPE_NAMES = {bool: "boolean", int: "integer", float: "number", str: "string", dict: "object", list: "array"}
 
 
 def rule_errors(obj: Any, schema: Mapping[str, Any], old: Any = None) -> list[FieldError]:
@@ -106,7 +105,7 @@ def _check(rule: dict[str, Any], value: Any, old: Any, path: str) -> FieldError 
         else:
             bindings["oldSelf"] = old
     where = path + str(rule.get("fieldPath") or "")
-    shown = json.dumps(_TYPE_NAMES.get(type(value), "null" if value is None else type(value).__name__))
+    shown = json.dumps(type_name(value))
     try:
         result = _program(text).evaluate(bindings)
     except CelError as exc:

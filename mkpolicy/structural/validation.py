@@ -157,7 +157,7 @@ def _field_errors(error: Any) -> Iterator[FieldError]:
         return
     if keyword in ("type", "x-kubernetes-int-or-string"):
         expected = error.validator_value if keyword == "type" else ["integer", "string"]
-        found = json.dumps(_type_name(instance))
+        found = json.dumps(type_name(instance))
         reason = f"must be of type {expected if isinstance(expected, str) else ' or '.join(expected)}"
         yield FieldError(path, "Invalid value", f"{found}: {where} {reason}: {found}")
         return
@@ -185,7 +185,8 @@ def _field_errors(error: Any) -> Iterator[FieldError]:
     yield FieldError(path, "Invalid value", f"{_brief(instance)}: {where} {reason}")
 
 
-def _type_name(value: Any) -> str:
+def type_name(value: Any) -> str:
+    """The JSON type of ``value`` as Kubernetes names it in messages (``integer``, ``object``...)."""
     return "null" if value is None else _TYPE_NAMES.get(type(value), type(value).__name__)
 
 
