@@ -474,3 +474,47 @@ def test_direct_manager_reads(tmp_path: Path) -> None:
                 assert reads["cache"] == 0 and reads["direct"] == 2  # the create, the status read
 
         asyncio.run(scenario())
+
+
+REFUSED_BY_THE_WORKER = """\
+apiVersion: mkpolicy.io/v1alpha1
+kind: FrameworkPolicy
+metadata: {name: careless}
+spec:
+  framework: PipelineRun.v1.tekton.dev
+  creation:
+    patches:
+      - type: JSONPatch
+        jsonPatch:
+          expression: '[JSONPatch{op: "add", path: "/spec/timeouts", value: 3600}]'
+"""
+
+
+@pytest.mark.loopback_only("the bundled Tekton CRD types spec.timeouts; a real Tekton answers through its webhook")
+def test_a_worker_copy_the_worker_refuses(tmp_path: Path) -> None:
+    """The worker's schema refuses the policy's copy: Kueue gets the 422 as sent, nothing is created."""
+    with clusters(tmp_path) as env:
+        policies = policy_dir(tmp_path)
+        (policies / "careless.yaml").write_text(REFUSED_BY_THE_WORKER)
+
+        async def scenario() -> None:
+            async with running(env.config(), policies) as sidecar, kueue(env, sidecar) as driver:
+                env.manager.create(pipelinerun("run-1", env.ns))
+                with pytest.raises(ApiError) as info:
+                    await driver.sync_job("worker1", env.ns, "run-1", "wl-1")
+                assert info.value.status == 422
+                assert 'spec.timeouts: Invalid value: "integer"' in info.value.message
+                assert env.worker("worker1").list("tekton.dev/v1", "PipelineRun", namespace=env.ns) == []
+                assert (
+                    metric(
+                        sidecar,
+                        "mkpolicy_sidecar_requests_total",
+                        cluster="worker1",
+                        policy="careless",
+                        verb="create",
+                        code="422",
+                    )
+                    == 1
+                )
+
+        asyncio.run(scenario())
