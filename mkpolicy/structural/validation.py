@@ -8,19 +8,25 @@ this module adds what Kubernetes means on top:
 * ``x-kubernetes-int-or-string`` accepts an integer or a string;
 * ``x-kubernetes-list-type: set`` items are unique, ``map`` items unique by their
   ``x-kubernetes-list-map-keys``;
+* ``format`` is checked for the string formats CRDs use (``date-time``, ``date``,
+  ``byte``, ``uuid``, ``ipv4``, ``ipv6``, ``cidr``); other formats (``int32``...) pass;
 * errors are Kubernetes' field errors (``spec.tasks[1].name: Required value``).
 
-Not checked here: ``format`` (kube-apiserver checks a few named formats), ``metadata``,
-which the API server validates as ObjectMeta whatever the schema says, and
-``x-kubernetes-validations``: CEL rules need the CEL layer above this one
-(:mod:`mkpolicy.engine.crdrules`).
+Not checked here: ``metadata``, which the API server validates as ObjectMeta whatever
+the schema says, and ``x-kubernetes-validations``: CEL rules need the CEL layer above
+this one (:mod:`mkpolicy.engine.crdrules`).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import datetime
 import functools
+import ipaddress
 import json
-from collections.abc import Iterator, Mapping
+import re
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,12 +123,19 @@ def _validator_class() -> Any:
                 yield error
             seen.add(key)
 
+    def string_format(validator: Any, value: Any, instance: Any, schema: Mapping[str, Any]) -> Iterator[Any]:
+        from jsonschema import ValidationError
+
+        check = _FORMATS.get(value)
+        if check is not None and isinstance(instance, str) and not check(instance):
+            yield ValidationError(f"must be of type {value}")
+
     checks = dict(Draft4Validator.VALIDATORS)
     checks["type"] = nullable(checks["type"])
     checks["enum"] = nullable(checks["enum"])
     checks["x-kubernetes-int-or-string"] = int_or_string
     checks["x-kubernetes-list-type"] = list_type
-    checks.pop("format", None)
+    checks["format"] = string_format
     return validators.create(
         meta_schema=Draft4Validator.META_SCHEMA,
         validators=checks,
@@ -154,6 +167,13 @@ def _field_errors(error: Any) -> Iterator[FieldError]:
     if keyword in ("maxItems", "maxProperties"):
         what = "items" if keyword == "maxItems" else "properties"
         yield FieldError(path, "Too many", f"{len(instance)}: must have at most {error.validator_value} {what}")
+        return
+    if keyword == "format":
+        yield FieldError(
+            path,
+            "Invalid value",
+            f"{_brief(instance)}: {where} must be of type {error.validator_value}: {_brief(instance)}",
+        )
         return
     if keyword in ("type", "x-kubernetes-int-or-string"):
         expected = error.validator_value if keyword == "type" else ["integer", "string"]
@@ -204,3 +224,70 @@ def _path(parts: Any) -> str:
 
 def _join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
+
+
+def _date_time(text: str) -> bool:
+    # RFC 3339, as Kubernetes' strfmt reads it: "T" or a space, optional fraction and zone.
+    match = _DATE_TIME.fullmatch(text)
+    if match is None:
+        return False
+    try:
+        datetime.datetime.fromisoformat(f"{match['date']}T{match['time']}")
+    except ValueError:
+        return False
+    return True
+
+
+def _date(text: str) -> bool:
+    try:
+        datetime.date.fromisoformat(text)
+    except ValueError:
+        return False
+    return len(text) == 10
+
+
+def _base64(text: str) -> bool:
+    try:
+        base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return True
+
+
+def _uuid(text: str) -> bool:
+    return _UUID.fullmatch(text) is not None
+
+
+def _ip(version: int) -> Callable[[str], bool]:
+    def check(text: str) -> bool:
+        try:
+            return ipaddress.ip_address(text).version == version
+        except ValueError:
+            return False
+
+    return check
+
+
+def _cidr(text: str) -> bool:
+    try:
+        ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        return False
+    return "/" in text
+
+
+_DATE_TIME = re.compile(
+    r"(?P<date>\d{4}-\d{2}-\d{2})[Tt ](?P<time>\d{2}:\d{2}:\d{2})(?:\.\d+)?(?P<zone>[Zz]|[+-]\d{2}:?\d{2})?"
+)
+_UUID = re.compile(r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}")
+#: The string formats kube-apiserver checks that CRDs use (others, like int32, pass).
+_FORMATS: dict[str, Callable[[str], bool]] = {
+    "date-time": _date_time,
+    "datetime": _date_time,
+    "date": _date,
+    "byte": _base64,
+    "uuid": _uuid,
+    "ipv4": _ip(4),
+    "ipv6": _ip(6),
+    "cidr": _cidr,
+}

@@ -34,6 +34,8 @@ SCHEMA: dict[str, Any] = {
                 "either": {"anyOf": [{"type": "integer"}, {"type": "string", "enum": ["all"]}]},
                 "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
                 "when": {"type": "string", "format": "date-time"},
+                "data": {"type": "string", "format": "byte"},
+                "count": {"type": "integer", "format": "int32"},
             },
         },
     },
@@ -41,7 +43,7 @@ SCHEMA: dict[str, Any] = {
 
 CASES: list[tuple[str, dict[str, Any], list[str]]] = [
     ("valid", {"size": 3, "mode": "fast", "note": None, "port": "http", "tags": ["a", "b"], "free": {"x": [1]},
-               "tasks": [{"name": "a"}, {"name": "b"}], "env": {"A": "1"}, "either": "all", "when": "not checked"}, []),
+               "tasks": [{"name": "a"}, {"name": "b"}], "env": {"A": "1"}, "either": "all", "when": "2024-05-06T07:08:09.5+02:00", "data": "aGk=", "count": 7}, []),
     ("required", {}, ["spec.size: Required value"]),
     ("type", {"size": "3"}, ['spec.size: Invalid value: "string": spec.size in body must be of type integer: "string"']),
     ("null-not-nullable", {"size": None}, ['spec.size: Invalid value: "null": spec.size in body must be of type integer: "null"']),
@@ -62,6 +64,12 @@ CASES: list[tuple[str, dict[str, Any], list[str]]] = [
      ['spec.tasks[1]: Duplicate value: {"name":"a"}', "spec.tasks[2].name: Required value"]),
     ("map-values", {"size": 1, "env": {"A": 1}}, ['spec.env.A: Invalid value: "integer": spec.env.A in body must be of type string: "integer"']),
     ("max-properties", {"size": 1, "env": {"A": "", "B": "", "C": ""}}, ["spec.env: Too many: 3: must have at most 2 properties"]),
+    ("date-time", {"size": 1, "when": "yesterday"},
+     ['spec.when: Invalid value: "yesterday": spec.when in body must be of type date-time: "yesterday"']),
+    ("date-time-out-of-range", {"size": 1, "when": "2024-02-30T00:00:00Z"},
+     ['spec.when: Invalid value: "2024-02-30T00:00:00Z": spec.when in body must be of type date-time: "2024-02-30T00:00:00Z"']),
+    ("byte", {"size": 1, "data": "not base64!"},
+     ['spec.data: Invalid value: "not base64!": spec.data in body must be of type byte: "not base64!"']),
     ("any-of", {"size": 1, "either": "some"}, ['spec.either: Invalid value: "some": spec.either in body must match at least one schema']),
 ]  # fmt: skip
 

@@ -52,8 +52,9 @@ What it implements
 What it does not implement
 --------------------------
 - Server-side apply (``application/apply-patch+yaml`` is a 415) and ``managedFields``.
-- Part of OpenAPI validation of custom resources: ``format`` and the per-CRD cost
-  budget of CEL rules. Built-in kinds are not pruned beyond ``metadata`` and validated
+- Part of OpenAPI validation of custom resources: rarer string formats (those
+  checked: date-time, date, byte, uuid, ipv4, ipv6, cidr) and the per-CRD cost budget
+  of CEL rules. Built-in kinds are not pruned beyond ``metadata`` and validated
   only as :mod:`.builtins` says.
 - Conversion webhooks: all served versions of a CRD share the same fields; only
   ``apiVersion`` changes (conversion strategy ``None``).
