@@ -29,8 +29,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from mkpolicy.cel import ast
-from mkpolicy.cel.compiler import BUDGET_KEY, Compiler
-from mkpolicy.cel.cost import comprehension_step_cost
+from mkpolicy.cel.compiler import _LARGE, _RELATIONS, BUDGET_KEY, Compiler, _stamp, in_list
+from mkpolicy.cel.cost import PER_CALL_LIMIT, comprehension_step_cost
 from mkpolicy.cel.environment import Environment
 from mkpolicy.cel.errors import EvalError, no_overload
 from mkpolicy.cel.library.core import to_dyn
@@ -40,7 +40,6 @@ from mkpolicy.cel.runtime import (
     Budget,
     cel_equal,
     compare,
-    contains,
     has_field,
     index,
     logical_not,
@@ -64,18 +63,9 @@ Generated = Callable[[Mapping[str, Any], "Budget | None"], Any]
 
 #: Python allows 20 statically nested blocks; deeper sub-expressions use closures.
 _MAX_BLOCKS = 12
-#: Concatenations at least this long charge by size (as in the closure compiler).
-_LARGE = 64
-_LONG_LIST = 16
 
 
 # -- runtime helpers the generated code calls -------------------------------------------------
-
-
-def _stamp(exc: EvalError, pos: int) -> EvalError:
-    if exc.pos is None:
-        exc.pos = pos
-    return exc
 
 
 def _unbound(name: str, pos: int) -> EvalError:
@@ -156,17 +146,9 @@ def _overflow(pos: int) -> EvalError:
     return EvalError("return error for overflow", pos)
 
 
-_RELATION_TEST: dict[str, Callable[[int], bool]] = {
-    "_<_": lambda c: c == -1,
-    "_<=_": lambda c: c in (-1, 0),
-    "_>_": lambda c: c == 1,
-    "_>=_": lambda c: c in (1, 0),
-}
-
-
 def _relation(function: str, x: Any, y: Any, pos: int) -> bool:
     try:
-        return _RELATION_TEST[function](compare(x, y, function))
+        return _RELATIONS[function](compare(x, y, function))
     except EvalError as exc:
         raise _stamp(exc, pos) from None
 
@@ -174,15 +156,6 @@ def _relation(function: str, x: Any, y: Any, pos: int) -> bool:
 def _unary(function: str, x: Any, pos: int) -> Any:
     try:
         return logical_not(x) if function == "!_" else negate(x)
-    except EvalError as exc:
-        raise _stamp(exc, pos) from None
-
-
-def _in(item: Any, c: Any, pos: int, b: Budget) -> bool:
-    try:
-        if type(c) is list and len(c) >= _LONG_LIST:
-            b.charge_call(len(c))
-        return contains(c, item)
     except EvalError as exc:
         raise _stamp(exc, pos) from None
 
@@ -242,16 +215,6 @@ def _opt_path(value: Any, fields: tuple[str, ...]) -> Any:
     return value
 
 
-def _select_chain(node: ast.Node) -> list[ast.Select]:
-    """The optional selections of ``x.?a.?b``, outermost last."""
-    chain: list[ast.Select] = []
-    while isinstance(node, ast.Select) and node.optional:
-        chain.append(node)
-        node = node.operand
-    chain.reverse()
-    return chain
-
-
 _HELPERS: dict[str, Any] = {
     "_opt_path": _opt_path,
     "_ABSENT": _ABSENT,
@@ -269,7 +232,7 @@ _HELPERS: dict[str, Any] = {
     "_overflow": _overflow,
     "_relation": _relation,
     "_unary": _unary,
-    "_in": _in,
+    "_in": in_list,
     "_iter1": _iter1,
     "_iter2": _iter2,
     "_not_bool": _not_bool,
@@ -316,6 +279,8 @@ class CodeGenerator:
         # Comprehension variables in scope: CEL name -> (python local, activation key).
         self.scope: dict[str, tuple[str, str]] = {}
         self.uses_fallback = False
+        #: Folded values by call node: ``fold`` of a node asks for each of its sub-calls.
+        self.folded: dict[int, Any] = {}
         #: Whether the code charges the budget itself (loops, size-dependent costs).
         self.uses_budget = False
 
@@ -347,7 +312,7 @@ class CodeGenerator:
             return repr(value)
         return self.const(value)
 
-    def block(self, loop: bool = False) -> _Block:
+    def block(self) -> _Block:
         """``with self.block():`` indents the lines emitted inside."""
         return _Block(self)
 
@@ -400,6 +365,12 @@ class CodeGenerator:
     def fold(self, node: ast.Call) -> Any:
         """The value of a call of pure functions on constants, computed now; or
         ``_NOT_CONSTANT`` (also when it fails: errors are raised at run time)."""
+        key = id(node)
+        if key not in self.folded:
+            self.folded[key] = self._fold(node)
+        return self.folded[key]
+
+    def _fold(self, node: ast.Call) -> Any:
         operands: list[ast.Node] = list(node.children())
         if node.function in _SPECIAL and node.target is None:
             if node.function in ("_[_]", "_[?_]"):
@@ -408,9 +379,7 @@ class CodeGenerator:
             name = node.function.lstrip(".")
             receiver = node.target is not None
             if receiver:
-                compiler = Compiler(self.env, self.text)
-                compiler.scope = {n: key for n, (_, key) in self.scope.items()}
-                qualified = compiler._qualified_function(node)
+                qualified = self.closure_compiler()._qualified_function(node)
                 if qualified is not None:
                     name, receiver, operands = qualified, False, list(node.args)
             fn = self.env.library.lookup(name, receiver=receiver)
@@ -422,7 +391,8 @@ class CodeGenerator:
             if not isinstance(child, ast.Call) or self.fold(child) is _NOT_CONSTANT:
                 return _NOT_CONSTANT
         try:
-            value = Compiler(self.env, self.text).compile(node)({BUDGET_KEY: Budget(1 << 62)})
+            # Within one evaluation's limit: what costs more fails at run time anyway.
+            value = Compiler(self.env, self.text).compile(node)({BUDGET_KEY: Budget(PER_CALL_LIMIT)})
         except Exception:
             return _NOT_CONSTANT
         # Only immutable scalars: a folded list or map would be shared by every result.
@@ -430,11 +400,15 @@ class CodeGenerator:
             return value
         return _NOT_CONSTANT
 
-    def fallback(self, node: ast.Node) -> str:
-        """Compute ``node`` with the closure compiler."""
+    def closure_compiler(self) -> Compiler:
+        """The closure compiler, seeing the comprehension variables in scope here."""
         compiler = Compiler(self.env, self.text)
         compiler.scope = {name: key for name, (_, key) in self.scope.items()}
-        fn = compiler.compile(node)
+        return compiler
+
+    def fallback(self, node: ast.Node) -> str:
+        """Compute ``node`` with the closure compiler."""
+        fn = self.closure_compiler().compile(node)
         self.uses_fallback = True
         for local, key in self.scope.values():
             self.emit(f"act[{key!r}] = {local}")
@@ -472,10 +446,7 @@ class CodeGenerator:
             if not self.env.allow_undeclared:
                 raise _Fallback
             return self._read_var(node.name, node.pos)
-        kind, value = found
-        if kind == "var":
-            return self._read_var(value, node.pos)
-        return value
+        return self._Ident_value(*found, node.pos)
 
     # -- selection ---------------------------------------------------------------------------
     def _Select(self, node: ast.Select) -> str:
@@ -551,10 +522,8 @@ class CodeGenerator:
             special = _SPECIAL.get(node.function)
             if special is not None:
                 return special(self, node)
-        compiler = Compiler(self.env, self.text)
-        compiler.scope = {name: key for name, (_, key) in self.scope.items()}
         if node.target is not None:
-            qualified = compiler._qualified_function(node)
+            qualified = self.closure_compiler()._qualified_function(node)
             if qualified is not None:
                 fn = self.env.library.lookup(qualified, receiver=False)
                 args = list(node.args)
@@ -621,14 +590,15 @@ class CodeGenerator:
         not a map, an optional-valued field...) takes the general path, emitted in
         the ``else`` branch, so the semantics stay those of the optional library.
         """
-        fields: list[str] = []
+        chain: list[ast.Select] = []
         cur = target
         while isinstance(cur, ast.Select) and cur.optional:
-            fields.append(cur.field)
+            chain.append(cur)
             cur = cur.operand
-        if not fields or (isinstance(cur, ast.Select) and cur.optional):
+        if not chain:
             return None
-        fields.reverse()
+        chain.reverse()
+        fields = [s.field for s in chain]
         base = self.local(cur)
         fallback_default = self.local(default)  # orValue is strict: the default is evaluated first
         out = self.tmp()
@@ -641,7 +611,7 @@ class CodeGenerator:
         self.emit("else:")
         with self.block():
             opt = base
-            for sel in [s for s in _select_chain(target)]:
+            for sel in chain:
                 nxt = self.tmp()
                 self.emit(f"{nxt} = _opt_select({opt}, {sel.field!r}, {sel.pos})")
                 opt = nxt
@@ -926,7 +896,7 @@ class CodeGenerator:
         out, err = self.tmp(), self.tmp()
         self.emit(f"{out} = {other}; {err} = None")
         self._loop_header(node, rng, v1, v2)
-        with self.block(loop=True):
+        with self.block():
             pred_out = self.tmp()
             self.emit("try:")
             with self.block():
@@ -949,7 +919,7 @@ class CodeGenerator:
         count = self.tmp()
         self.emit(f"{count} = 0")
         self._loop_header(node, rng, v1, v2)
-        with self.block(loop=True):
+        with self.block():
             pred = self.local(node.args[0])
             self.emit(f"if {pred} is True: {count} += 1")
             self.emit(f"elif {pred} is not False: raise _not_bool('exists_one', {pred}, {node.pos})")
@@ -968,7 +938,7 @@ class CodeGenerator:
         out = self.tmp()
         self.emit(f"{out} = []")
         self._loop_header(node, rng, v1, v2, upfront=True)
-        with self.block(loop=True):
+        with self.block():
             if len(node.args) == 2:
                 self._keep(node, node.args[0])
             value = self.node(node.args[-1])
@@ -979,7 +949,7 @@ class CodeGenerator:
         out = self.tmp()
         self.emit(f"{out} = []")
         self._loop_header(node, rng, v1, v2, upfront=True)
-        with self.block(loop=True):
+        with self.block():
             self._keep(node, node.args[0])
             self.emit(f"{out}.append({v1})")
         return out
@@ -989,7 +959,7 @@ class CodeGenerator:
         as_map = node.macro == "transformMap"
         self.emit(f"{out} = {{}}" if as_map else f"{out} = []")
         self._loop_header(node, rng, v1, v2, upfront=True)
-        with self.block(loop=True):
+        with self.block():
             if len(node.args) == 2:
                 self._keep(node, node.args[0])
             value = self.node(node.args[-1])

@@ -62,6 +62,16 @@ def _stamp(exc: EvalError, pos: int) -> EvalError:
     return exc
 
 
+def in_list(item: Any, c: Any, pos: int, budget: Budget) -> bool:
+    """``item in c``, charging one unit per element of a long list."""
+    try:
+        if type(c) is list and len(c) >= _LONG_LIST:
+            budget.charge_call(len(c))
+        return contains(c, item)
+    except EvalError as exc:
+        raise _stamp(exc, pos) from None
+
+
 class Compiler:
     """Turns one expression's AST into an :data:`Evaluator`."""
 
@@ -361,12 +371,11 @@ class Compiler:
 
         def in_(a: dict[str, Any]) -> bool:
             try:
+                i = item(a)  # left to right, as cel-go (and the generated code)
                 c = container(a)
-                if type(c) is list and len(c) >= _LONG_LIST:
-                    a[BUDGET_KEY].charge_call(len(c))
-                return contains(c, item(a))
             except EvalError as exc:
                 raise _stamp(exc, pos) from None
+            return in_list(i, c, pos, a[BUDGET_KEY])
 
         return in_
 

@@ -68,11 +68,6 @@ def _factor(size: int, factor: float) -> int:
     return min(math.ceil(size * factor), UNBOUNDED)
 
 
-def traversal_cost(size: int) -> int:
-    """Cost of traversing a string of ``size`` characters once (0.1 per character)."""
-    return math.ceil(size * STRING_TRAVERSAL_FACTOR)
-
-
 @dataclass(frozen=True)
 class Size:
     """Bounds of the size of a string, bytes, list or map (``size()`` of it)."""

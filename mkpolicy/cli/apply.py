@@ -56,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
         report_policy_error,
     )
     from mkpolicy.engine import Context, compile, refused_fields
+    from mkpolicy.engine.admission import REFUSER
     from mkpolicy.errors import MkpolicyError, NotManagedError, PolicyError
     from mkpolicy.jsonvalues import apply_merge_patch, json_equal
     from mkpolicy.policy import load
@@ -108,13 +109,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FINDINGS
     for skipped in ignored:
         print(skipped.report("warning") + " (skipped: failurePolicy Ignore)", file=sys.stderr)
-    who = (
-        "the worker's API server would refuse the worker copy"
-        if args.phase == "create"
-        else ("the manager's API server would refuse the status write")
-    )
     for refused in refused_fields(adapter, obj, args.phase, result):
-        print(f"warning: {who} (spec.schema): {refused}", file=sys.stderr)
+        print(f"warning: {REFUSER[args.phase]} (spec.schema): {refused}", file=sys.stderr)
     if args.output == "diff":
         import difflib
 

@@ -28,6 +28,13 @@ def schema_errors(obj: Any, schema: Mapping[str, Any], old: Any = None) -> list[
     return validate(obj, schema) or rule_errors(obj, schema, old)
 
 
+#: Who refuses a phase's result, for messages: ``f"{REFUSER[phase]} (spec.schema): ..."``.
+REFUSER = {
+    "create": "the worker's API server would refuse the worker copy",
+    "sync": "the manager's API server would refuse the status write",
+}
+
+
 def refused_fields(
     adapter: Adapter, manager_obj: Mapping[str, Any], phase: Literal["create", "sync"], result: Any
 ) -> list[FieldError]:

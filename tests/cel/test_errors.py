@@ -108,6 +108,8 @@ EVAL_ERRORS = [
     ("object.spec.items.map(i, i / (i - 1))", 28, "division by zero"),
     ("object.spec.count ? 1 : 2", 19, "no such overload: _?_:_(int)"),
     ("object.spec.count && true", 19, "no such overload: _&&_(int)"),
+    # Operands are evaluated left to right: the item of `in` before its container.
+    ("object.spec.nope in object.spec.nada", 13, "no such key: nope"),
     ("unbound + 1", 1, "undeclared reference to 'unbound' (no value bound)"),
 ]
 

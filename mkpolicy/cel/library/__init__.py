@@ -51,10 +51,6 @@ class Library:
         """The function called ``name`` in the given call style, if any."""
         return self._functions.get((name, receiver))
 
-    def has_name(self, name: str) -> bool:
-        """True when ``name`` exists in either call style."""
-        return (name, True) in self._functions or (name, False) in self._functions
-
     def names(self) -> list[str]:
         """All function names, sorted."""
         return sorted({name for name, _ in self._functions})

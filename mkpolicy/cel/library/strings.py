@@ -38,12 +38,6 @@ def _cost_target_twice(result: Any, target: Any, *args: Any) -> int:
     return (len(target) + 4) // 5 or 1 if type(target) is str else 1
 
 
-def _int_arg(function_name: str, *values: Any) -> None:
-    for v in values:
-        if type(v) is not int:
-            raise no_overload(function_name, *values)
-
-
 @function("charAt", signatures=["(string, int) -> string"], receiver=True, cost=_cost_target)
 def char_at(s: Any, i: Any) -> str:
     if type(s) is not str or type(i) is not int:
@@ -133,12 +127,6 @@ def upper_ascii(s: Any) -> str:
     if type(s) is not str:
         raise no_overload("upperAscii", s)
     return s.upper() if s.isascii() else s.translate(_UPPER)
-
-
-def _replace_cost(result: Any, target: Any, *args: Any) -> int:
-    size = len(target) if type(target) is str else 1
-    out = len(result) if type(result) is str else 1
-    return max(1, math.ceil((size + out) * _CHARGE_FACTOR))
 
 
 @function(

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mkpolicy.engine import Adapter, Context, compile, refused_fields
+from mkpolicy.engine.admission import REFUSER
 from mkpolicy.errors import InputError, Location, MkpolicyError, NotManagedError, PolicyError
 from mkpolicy.jsonvalues import json_equal
 from mkpolicy.lint.suite.diff import object_diff
@@ -309,12 +310,7 @@ def _check_schema(result: CaseResult, adapter: Adapter, case: Case, manager: dic
     refused = refused_fields(adapter, manager, case.phase, value)
     if not refused:
         return
-    who = (
-        "the worker's API server would refuse the worker copy"
-        if case.phase == "create"
-        else ("the manager's API server would refuse the status write")
-    )
-    problem = f"{who} (spec.schema): " + "; ".join(str(e) for e in refused)
+    problem = f"{REFUSER[case.phase]} (spec.schema): " + "; ".join(str(e) for e in refused)
     result.other_problems.append(problem)
     result.status = "failed"
     result.message = "\n".join(m for m in (result.message, problem) if m)
