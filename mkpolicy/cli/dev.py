@@ -22,7 +22,7 @@ Kubernetes semantics: resourceVersion and 409 conflicts, the status subresource,
 merge/JSON patches, label and field selectors, paginated lists, watches (with
 resume and 410 Gone), finalizers and garbage collection. Objects live in memory and
 are gone when the server stops. What it does not implement is listed in
-docs/apiserver.md (no server-side apply, no schema validation, no controllers).
+docs/apiserver.md (no server-side apply, no controllers, no conversion webhooks).
 """
 
 APISERVER_EPILOG = """\

@@ -494,11 +494,6 @@ class _Resource:
         return out
 
 
-def _split_api_version(api_version: str) -> tuple[str, str]:
-    group, _, version = api_version.rpartition("/")
-    return group, version
-
-
 # -- one real cluster -------------------------------------------------------------------------------------
 
 
@@ -539,8 +534,9 @@ class Connection:
     def resource(self, api_version: str, kind: str) -> _Resource:
         """The resource serving ``kind`` in ``api_version`` (discovery, cached); ApiError 404 when none."""
         from mkpolicy.testing.apiserver import ApiError
+        from mkpolicy.testing.apiserver.resources import split_api_version
 
-        group, version = _split_api_version(api_version)
+        group, version = split_api_version(api_version)
         with self._lock:
             known = self._resources.get((group, version))
         if known is None or kind not in known:
@@ -857,7 +853,7 @@ class RealCluster:
 
     def create(self, obj: Mapping[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
         """Create ``obj`` (its apiVersion/kind pick the resource); returns the stored object."""
-        body = json.loads(json.dumps(dict(obj)))
+        body = dict(obj)  # only read: the request serialises it
         ns = namespace or (body.get("metadata") or {}).get("namespace") or None
         res, ns = self._target(str(body.get("apiVersion", "")), str(body.get("kind", "")), ns)
         return self._typed(res, self._send("POST", res.path(ns), body=body))
@@ -886,7 +882,7 @@ class RealCluster:
 
     def update(self, obj: Mapping[str, Any], *, subresource: str = "") -> dict[str, Any]:
         """Replace an object (or its status with ``subresource="status"``)."""
-        body = json.loads(json.dumps(dict(obj)))
+        body = dict(obj)  # only read: the request serialises it
         meta = body.get("metadata") or {}
         res, ns = self._target(str(body.get("apiVersion", "")), str(body.get("kind", "")), meta.get("namespace"))
         return self._typed(res, self._send("PUT", res.path(ns, str(meta.get("name", "")), subresource), body=body))
@@ -1004,7 +1000,6 @@ def _guarded_api_client_class() -> type[Any]:
     class GuardedApiClient(client.ApiClient):
         def __init__(self, target: RealCluster, configuration: Any) -> None:
             super().__init__(configuration)
-            self.mkpolicy_target = target
             rest: Any = self.rest_client
             send = rest.request
 

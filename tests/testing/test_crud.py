@@ -10,7 +10,7 @@ import kubernetes
 import pytest
 from kubernetes.client import ApiException
 
-from mkpolicy.testing.apiserver import ApiServer
+from mkpolicy.testing.apiserver import ApiError, ApiServer
 
 from .conftest import Clients, pipelinerun, simple_crd
 
@@ -315,6 +315,12 @@ def test_direct_python_api_matches_http(apiserver: ApiServer, k8s: Clients, pr: 
                               subresource="status")  # fmt: skip
     assert patched["status"] == {"startTime": "2025-01-01T00:00:00Z"}  # pruned, as kube-apiserver prunes
     assert [o["metadata"]["name"] for o in apiserver.list("tekton.dev/v1", "PipelineRun", namespace)] == ["direct"]
+    # a version the CRD does not serve: 404 for a list as for a get, as kube-apiserver answers
+    with pytest.raises(ApiError) as get_unserved:
+        apiserver.get("tekton.dev/v9", "PipelineRun", "direct", namespace)
+    with pytest.raises(ApiError) as list_unserved:
+        apiserver.list("tekton.dev/v9", "PipelineRun", namespace)
+    assert (get_unserved.value.code, list_unserved.value.code) == (404, 404)
     assert apiserver.delete("tekton.dev/v1", "PipelineRun", "direct", namespace) is None
     with pytest.raises(kubernetes.client.ApiException):
         k8s.custom.get_namespaced_custom_object(*pr, "direct")

@@ -85,11 +85,6 @@ class ResourceType:
         """``v1`` for the core group, ``group/version`` otherwise."""
         return f"{self.group}/{version}" if self.group else version
 
-    @property
-    def preferred_version(self) -> str:
-        """The version discovery prefers: Kubernetes' version priority (GA, beta, alpha)."""
-        return sorted((v.name for v in self.versions), key=version_priority)[0]
-
 
 _KUBE_VERSION = re.compile(r"^v(\d+)(?:(alpha|beta)(\d+))?$")
 

@@ -422,12 +422,20 @@ class ApiServer:
 
     # -- direct object access (no HTTP) -------------------------------------------------
 
-    def _resolve(self, api_version: str, kind: str, name: str = "", namespace: str | None = None) -> Target:
+    def _resolve(
+        self,
+        api_version: str,
+        kind: str,
+        name: str = "",
+        namespace: str | None = None,
+        *,
+        namespace_required: bool = True,
+    ) -> Target:
         group, version = split_api_version(api_version)
         rt = self.registry.by_kind(group, kind)
         if rt is None or rt.version(version) is None:
             raise not_found(group, kind.lower(), name or kind)
-        if rt.namespaced and not namespace:
+        if rt.namespaced and not namespace and namespace_required:
             raise bad_request(f"{kind} is namespaced: a namespace is required")
         return Target(rt, version, (namespace or "") if rt.namespaced else "", name)
 
@@ -457,11 +465,7 @@ class ApiServer:
         """The objects of a kind (in ``namespace``, or all), optionally label-selected."""
 
         def run() -> builtins.list[JsonObject]:
-            group, version = split_api_version(api_version)
-            rt = self.registry.by_kind(group, kind)
-            if rt is None:
-                raise not_found(group, kind.lower(), kind)
-            t = Target(rt, version, namespace or "")
+            t = self._resolve(api_version, kind, namespace=namespace, namespace_required=False)
             opts = ListOptions(label_selector=parse_label_selector(label_selector))
             return [_copy(s.as_version(t.api_version)) for s in self.api.list(t, opts).items]
 

@@ -59,7 +59,6 @@ class Watch:
         self.abort = False
         #: End after this many events (fault injection), or None.
         self.event_budget: int | None = None
-        self.overflowed = False
 
     def matches(self, stored: Stored) -> bool:
         """Whether ``stored`` is selected by this watch's namespace and selectors."""
@@ -96,7 +95,6 @@ class Watch:
             return
         self.queue.append(converted)
         if len(self.queue) > self.max_queue:
-            self.overflowed = True
             self.end()
         self.wake.set()
 
