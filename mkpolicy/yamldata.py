@@ -65,7 +65,7 @@ def load_all(
     """Every non-empty document of the YAML (or JSON) stream ``text``, as plain JSON data."""
     import yaml
 
-    _check_depth(text, source, max_depth)
+    check_depth(text, source, max_depth)
     loader = _loader()(text)
     documents: list[Any] = []
     left = max_nodes
@@ -98,7 +98,12 @@ def load_file(path: str, *, max_bytes: int = MAX_BYTES) -> list[Any]:
     return load_all(read_text(path, max_bytes=max_bytes), "<stdin>" if path == "-" else path)
 
 
-def _check_depth(text: str, source: str, max_depth: int) -> None:
+def check_depth(text: str, source: str = "<input>", max_depth: int = MAX_DEPTH) -> None:
+    """Refuse ``text`` when its collections nest deeper than ``max_depth`` (read as events, in C).
+
+    libyaml's composer recurses in C and overflows the stack on deep nesting (the process
+    dies); its event parser does not, so this is the check to make before composing.
+    """
     import yaml
 
     depth = 0

@@ -15,7 +15,14 @@ from dataclasses import dataclass, field
 from mkpolicy.errors import InputError, Location, MkpolicyError, PolicyError
 from mkpolicy.lint.findings import Finding
 from mkpolicy.policy import API_VERSION, KIND, FrameworkPolicy
-from mkpolicy.policy.loader import describe_document, discover, document_kind, duplicate_frameworks, validate_document
+from mkpolicy.policy.loader import (
+    describe_document,
+    discover,
+    document_kind,
+    duplicate_frameworks,
+    may_hold_policies,
+    validate_document,
+)
 from mkpolicy.policy.source import Document, parse_documents, read_text
 
 
@@ -105,33 +112,6 @@ def _validate(doc: Document, out: Collected) -> None:
             out.findings.append(Finding.at(classify(problem), problem.message, problem.location))
         return
     out.policies.append(policy)
-
-
-def may_hold_policies(text: str) -> bool:
-    """Whether a YAML stream may hold a FrameworkPolicy, judged from libyaml's node tree.
-
-    Documents are classified as :func:`_kind_of` does; streams libyaml cannot compose
-    (syntax errors, anything odd) count as relevant, so that the full parse reports them.
-    """
-    import yaml
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        for node in yaml.compose_all(text, Loader=loader):
-            if not isinstance(node, yaml.MappingNode):
-                return True
-            header = {
-                key.value: value.value
-                for key, value in node.value
-                if isinstance(key, yaml.ScalarNode) and isinstance(value, yaml.ScalarNode)
-            }
-            keys = {key.value for key, _ in node.value if isinstance(key, yaml.ScalarNode)}
-            data = {k: header.get(k, True) for k in keys}
-            if document_kind(data) == "policy":
-                return True
-    except Exception:
-        return True
-    return False
 
 
 def classify(problem: PolicyError) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, get_args
 
 from pydantic import BaseModel, ValidationError
@@ -21,6 +21,8 @@ from mkpolicy.policy.source import Document, Path, parse_documents, read_text
 #: Other mkpolicy kinds that may live next to policies (skipped when loading policies).
 OTHER_KINDS = frozenset({"FrameworkPolicyTest"})
 YAML_SUFFIXES = (".yaml", ".yml")
+#: Directories never searched (besides hidden ones and virtualenvs).
+SKIPPED_DIRS = frozenset({"node_modules", "__pycache__", "site-packages", "venv"})
 
 StrPath = str | os.PathLike[str]
 
@@ -68,13 +70,58 @@ def loads(text: str, file: str = "<string>") -> list[FrameworkPolicy]:
     return policies
 
 
-def discover(directory: str) -> list[str]:
-    """The YAML files under ``directory``, sorted, skipping hidden directories."""
-    found: list[str] = []
+def walk(directory: str) -> Iterator[tuple[str, list[str]]]:
+    """``(directory, files)`` under ``directory``, sorted, as policies and suites are searched:
+    hidden files and directories, virtualenvs and dependency trees are left out."""
     for root, dirs, files in os.walk(directory):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        found.extend(os.path.join(root, f) for f in sorted(files) if f.endswith(YAML_SUFFIXES))
-    return found
+        dirs[:] = sorted(
+            d
+            for d in dirs
+            if not d.startswith(".")
+            and d not in SKIPPED_DIRS
+            and not os.path.exists(os.path.join(root, d, "pyvenv.cfg"))
+        )
+        yield root, sorted(f for f in files if not f.startswith("."))
+
+
+def discover(directory: str) -> list[str]:
+    """The YAML files under ``directory`` (see :func:`walk`)."""
+    return [os.path.join(root, f) for root, files in walk(directory) for f in files if f.endswith(YAML_SUFFIXES)]
+
+
+def may_hold_policies(text: str) -> bool:
+    """Whether a YAML stream may hold a FrameworkPolicy, judged from libyaml's node tree.
+
+    Files found in directories are mostly example objects, CRDs and test suites: this
+    skips them without the slow positional parse. Documents are classified as
+    :func:`document_kind` does; streams libyaml cannot compose (syntax errors, nesting
+    too deep to compose safely, anything odd) count as relevant, so that the full parse
+    reports them.
+    """
+    import yaml
+
+    from mkpolicy import yamldata
+
+    try:
+        yamldata.check_depth(text)
+    except InputError:
+        return True
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        for node in yaml.compose_all(text, Loader=loader):
+            if not isinstance(node, yaml.MappingNode):
+                return True
+            keys = {key.value for key, _ in node.value if isinstance(key, yaml.ScalarNode)}
+            header = {
+                key.value: value.value
+                for key, value in node.value
+                if isinstance(key, yaml.ScalarNode) and isinstance(value, yaml.ScalarNode)
+            }
+            if document_kind({k: header.get(k, True) for k in keys}) == "policy":
+                return True
+    except Exception:
+        return True
+    return False
 
 
 def aggregate(problems: list[PolicyError]) -> PolicyError:
@@ -91,6 +138,8 @@ def _load_file(file: str, policies: list[FrameworkPolicy], problems: list[Policy
     except PolicyError as exc:
         problems.append(exc)
         return
+    if not explicit and not may_hold_policies(text):
+        return  # test suites, example objects, CRDs
     _load_text(text, file, policies, problems, explicit)
 
 

@@ -198,6 +198,11 @@ def test_directory_skips_objects_and_test_suites(tmp_path: Path) -> None:
     (tmp_path / "example.yaml").write_text("apiVersion: tekton.dev/v1\nkind: PipelineRun\nmetadata: {name: x}\n")
     (tmp_path / "p.test.yaml").write_text("apiVersion: mkpolicy.io/v1alpha1\nkind: FrameworkPolicyTest\n")
     (tmp_path / "notes.txt").write_text("not yaml")
+    # hidden files (a .pre-commit-hooks.yaml is a YAML list) and virtualenvs are not searched
+    (tmp_path / ".pre-commit-hooks.yaml").write_text("- id: hook\n")
+    (tmp_path / "env").mkdir()
+    (tmp_path / "env" / "pyvenv.cfg").write_text("home = /usr\n")
+    (tmp_path / "env" / "broken.yaml").write_text("- not a policy\n")
     assert [p.name for p in load(tmp_path)] == ["tekton"]
 
 

@@ -9,12 +9,10 @@ from typing import Any
 
 from mkpolicy.errors import InputError, Location, MkpolicyError, PolicyError
 from mkpolicy.lint.suite.model import SUITE_KIND
-from mkpolicy.policy.loader import YAML_SUFFIXES
+from mkpolicy.policy.loader import YAML_SUFFIXES, walk
 from mkpolicy.policy.source import Document, parse_documents, read_text
 
 SUITE_SUFFIXES = tuple(".test" + s for s in YAML_SUFFIXES)
-#: Directories never searched for suites (besides hidden ones).
-SKIPPED_DIRS = frozenset({"node_modules", "__pycache__", "site-packages", "venv"})
 
 
 @dataclass
@@ -40,18 +38,6 @@ def suite_for(policy_file: str) -> str | None:
     return None
 
 
-def _walk(directory: str) -> Iterable[tuple[str, list[str]]]:
-    for root, dirs, files in os.walk(directory):
-        dirs[:] = sorted(
-            d
-            for d in dirs
-            if not d.startswith(".")
-            and d not in SKIPPED_DIRS
-            and not os.path.exists(os.path.join(root, d, "pyvenv.cfg"))
-        )
-        yield root, sorted(files)
-
-
 def discover(paths: Iterable[str]) -> Discovered:
     """Suites under ``paths``: directories are searched recursively for ``*.test.yaml``;
     a suite file runs itself; a policy file runs the suite next to it."""
@@ -59,7 +45,7 @@ def discover(paths: Iterable[str]) -> Discovered:
     for path in paths:
         if os.path.isdir(path):
             found = False
-            for root, files in _walk(path):
+            for root, files in walk(path):
                 for name in files:
                     full = os.path.join(root, name)
                     if is_suite_file(name):
