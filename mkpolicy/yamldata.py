@@ -98,6 +98,17 @@ def load_file(path: str, *, max_bytes: int = MAX_BYTES) -> list[Any]:
     return load_all(read_text(path, max_bytes=max_bytes), "<stdin>" if path == "-" else path)
 
 
+def load_object(path: str, *, max_bytes: int = MAX_BYTES) -> dict[str, Any]:
+    """The one Kubernetes object (a mapping) in the file ``path`` ("-": stdin)."""
+    docs = load_file(path, max_bytes=max_bytes)
+    if len(docs) != 1 or not isinstance(docs[0], dict):
+        found = f"{len(docs)} documents" if len(docs) != 1 else f"a {type(docs[0]).__name__}"
+        name = "<stdin>" if path == "-" else path
+        raise InputError(f"expected exactly one Kubernetes object (a mapping); found {found}", Location(name))
+    obj: dict[str, Any] = docs[0]
+    return obj
+
+
 def check_depth(text: str, source: str = "<input>", max_depth: int = MAX_DEPTH) -> None:
     """Refuse ``text`` when its collections nest deeper than ``max_depth`` (read as events, in C).
 
@@ -145,6 +156,7 @@ def _measure(
         if isinstance(node, yaml.SequenceNode):
             children = node.value
         elif isinstance(node, yaml.MappingNode):
+            _check_keys(node, source)
             children = [n for pair in node.value for n in pair]
         active.add(key)
         measured = [_measure(c, depth + 1, max_depth, sizes, active, source) for c in children]
@@ -156,6 +168,18 @@ def _measure(
             f"document nests deeper than {max_depth} levels (through aliases)", _at(source, node.start_mark)
         )
     return known
+
+
+def _check_keys(node: Any, source: str) -> None:
+    """A key twice in one mapping is an error (libyaml keeps the last; Kubernetes refuses it)."""
+    import yaml
+
+    seen: set[str] = set()
+    for key, _ in node.value:
+        if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+            if key.value in seen:
+                raise InputError(f"duplicate key {key.value!r} in one mapping", _at(source, key.start_mark))
+            seen.add(key.value)
 
 
 def _at(source: str, mark: Any) -> Location:

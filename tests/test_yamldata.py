@@ -33,8 +33,10 @@ def bomb(levels: int) -> str:
         ("", []),
         # A bomb small enough to expand is just data.
         (bomb(3), [{"a0": ["lol"] * 10, "a1": [["lol"] * 10] * 10, "a2": [[["lol"] * 10] * 10] * 10}]),
+        # merge keys are not duplicates
+        ("b: &b {x: 1}\nc:\n  <<: *b\n  y: 2\n", [{"b": {"x": 1}, "c": {"x": 1, "y": 2}}]),
     ],
-    ids=["mapping", "json", "timestamps", "keys", "empty-documents", "empty", "small-aliases"],
+    ids=["mapping", "json", "timestamps", "keys", "empty-documents", "empty", "small-aliases", "merge-key"],
 )
 def test_load_all(text: str, expected: list[Any]) -> None:
     assert yamldata.load_all(text, "f.yaml") == expected
@@ -60,6 +62,7 @@ def test_aliased_subtrees_are_copies() -> None:
         ("a: [1,\n", "f.yaml:2:1: malformed YAML: did not find expected node content"),
         ("a: b: c\n", "f.yaml:1:5: malformed YAML: mapping values are not allowed in this context"),
         ("a: *nowhere\n", "f.yaml:1:4: malformed YAML: found undefined alias"),
+        ("a: 1\nb:\n  c: 1\n  c: 2\n", "f.yaml:4:3: duplicate key 'c' in one mapping"),
     ],
     ids=[
         "bomb",
@@ -70,6 +73,7 @@ def test_aliased_subtrees_are_copies() -> None:
         "unclosed",
         "bad-mapping",
         "undefined-alias",
+        "duplicate-key",
     ],
 )
 def test_load_all_refuses(text: str, message: str) -> None:
@@ -121,3 +125,24 @@ def test_load_file_from_stdin(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"a: [")))
     with pytest.raises(InputError, match=r"^<stdin>:\d+:\d+: malformed YAML"):
         yamldata.load_file("-")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("kind: Pod\n", None),
+        ("kind: Pod\n---\nkind: Pod\n", "expected exactly one Kubernetes object (a mapping); found 2 documents"),
+        ("- kind: Pod\n", "expected exactly one Kubernetes object (a mapping); found a list"),
+        ("", "expected exactly one Kubernetes object (a mapping); found 0 documents"),
+    ],
+    ids=["one", "two", "list", "none"],
+)
+def test_load_object(tmp_path: Path, content: str, message: str | None) -> None:
+    path = tmp_path / "o.yaml"
+    path.write_text(content)
+    if message is None:
+        assert yamldata.load_object(str(path)) == {"kind": "Pod"}
+        return
+    with pytest.raises(InputError) as caught:
+        yamldata.load_object(str(path))
+    assert str(caught.value) == f"{path}: {message}"

@@ -52,7 +52,6 @@ def run(args: argparse.Namespace) -> int:
         EXIT_USAGE,
         dump,
         error,
-        read_object,
         report_policy_error,
     )
     from mkpolicy.engine import Context, compile, refused_fields
@@ -60,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from mkpolicy.errors import MkpolicyError, NotManagedError, PolicyError
     from mkpolicy.jsonvalues import apply_merge_patch, json_equal
     from mkpolicy.policy import load
+    from mkpolicy.yamldata import load_object as read_object
 
     if args.phase == "sync" and not args.worker_object:
         error("--phase sync needs --worker-object (the worker's copy, with its status)")

@@ -6,8 +6,7 @@ import json
 import sys
 from typing import Any, TextIO
 
-import mkpolicy.yamldata as yamldata
-from mkpolicy.errors import InputError, Location, MkpolicyError
+from mkpolicy.errors import InputError, MkpolicyError
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -30,17 +29,6 @@ def report_policy_error(exc: MkpolicyError, stream: TextIO | None = None) -> int
     for problem in getattr(exc, "problems", [exc]):
         print(problem.report(), file=stream or sys.stderr)
     return exit_code_for(exc)
-
-
-def read_object(path: str) -> dict[str, Any]:
-    """Read one Kubernetes object from a YAML or JSON file ("-" for stdin), bounded."""
-    name = "<stdin>" if path == "-" else path
-    docs = yamldata.load_file(path)
-    if len(docs) != 1 or not isinstance(docs[0], dict):
-        found = f"{len(docs)} documents" if len(docs) != 1 else f"a {type(docs[0]).__name__}"
-        raise InputError(f"expected exactly one Kubernetes object (a mapping); found {found}", Location(name))
-    obj: dict[str, Any] = docs[0]
-    return obj
 
 
 def dump(value: Any, fmt: str) -> str:

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import mkpolicy.yamldata as yamldata
 from mkpolicy.errors import InputError, Location, MkpolicyError, PolicyError
 from mkpolicy.lint.suite.model import SUITE_KIND
 from mkpolicy.policy.loader import YAML_SUFFIXES, walk
@@ -93,16 +94,15 @@ def suite_documents(file: str) -> list[Document]:
 
 
 def read_object(base: str, ref: str, what: str, where: Location) -> dict[str, Any]:
-    """The single Kubernetes object in the file ``ref`` (relative to the directory ``base``)."""
+    """The single Kubernetes object in the file ``ref`` (relative to the directory ``base``).
+
+    Read without positions (errors point at the suite, where ``ref`` is named): the
+    fast bounded reader, not the policy parser.
+    """
     path = os.path.normpath(ref if os.path.isabs(ref) else os.path.join(base, ref))
     try:
-        docs = load_documents(path)
+        return yamldata.load_object(path)
     except InputError as exc:
-        raise PolicyError(f"{what} {ref!r}: {exc.message}", where) from None
-    except PolicyError as exc:
-        raise PolicyError(f"{what} {ref!r}: {exc}", where) from None
-    if len(docs) != 1 or not isinstance(docs[0].data, dict):
-        found = f"{len(docs)} documents" if len(docs) != 1 else f"a {type(docs[0].data).__name__}"
-        raise PolicyError(f"{what} {ref!r}: expected exactly one object (a mapping); found {found}", where)
-    data: dict[str, Any] = docs[0].data
-    return data
+        # A position inside the object file is worth naming; the file itself is ``ref``.
+        problem = str(exc) if exc.location.line is not None else exc.message
+        raise PolicyError(f"{what} {ref!r}: {problem}", where) from None
