@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -33,7 +32,7 @@ from mkpolicy.engine.generic import (
 from mkpolicy.engine.mutation import CompiledMutation, too_deep
 from mkpolicy.errors import CelError, Location, MkpolicyError, NotManagedError, PatchError, PolicyError
 from mkpolicy.jsonvalues import copy_json, create_merge_patch, json_equal
-from mkpolicy.policy import FrameworkPolicy, JSONPatchMutation, Mutation, parse_gvk
+from mkpolicy.policy import FrameworkPolicy, JSONPatchMutation, Mutation
 from mkpolicy.policy.model import check_pointer
 from mkpolicy.structural import Schema
 
@@ -67,7 +66,7 @@ class Adapter:
     def __init__(self, policy: FrameworkPolicy, schema: Schema | None = None) -> None:
         self.policy = policy
         spec = policy.spec
-        self.gvk = parse_gvk(spec.framework)
+        self.gvk = spec.gvk
         self.schema = schema
         self._merge_schema = merge_schema(schema)
         self.params = copy_json(spec.params) if spec.params is not None else None
@@ -432,11 +431,9 @@ def compile(policy: FrameworkPolicy, *, schema: Schema | None = None) -> Adapter
 
 def load_schema(policy: FrameworkPolicy) -> Schema:
     """Load the schema ``spec.schema`` names, relative to the policy's file."""
-    ref = policy.spec.schema_
-    assert ref is not None
-    base = os.path.dirname(policy.file) if policy.file and not policy.file.startswith("<") else os.getcwd()
-    path = ref if os.path.isabs(ref) else os.path.join(base, ref)
+    ref, path = policy.spec.schema_, policy.schema_file
+    assert path is not None
     try:
-        return Schema.load(path, parse_gvk(policy.spec.framework).version)
+        return Schema.load(path, policy.spec.gvk.version)
     except PolicyError as exc:
         raise PolicyError(f"spec.schema {ref!r}: {exc.message}", policy.locate(("spec", "schema"))) from None

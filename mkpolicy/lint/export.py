@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mkpolicy.lint.checks.schema import schema_path
 from mkpolicy.policy import GVK, FrameworkPolicy
 from mkpolicy.policy.kueue import generic_adapter_gap
 from mkpolicy.structural import read_schema_document
@@ -49,7 +48,7 @@ def plural(policy: FrameworkPolicy) -> str:
     gvk = policy.spec.gvk
     if policy.spec.schema_:
         try:
-            document = read_schema_document(schema_path(policy.file, policy.spec.schema_))
+            document = read_schema_document(policy.schema_file or "")
         except Exception:  # an unreadable schema is lint's business (MKP107); guess instead
             document = None
         if isinstance(document, dict) and document.get("kind") == "CustomResourceDefinition":

@@ -6,6 +6,7 @@ fields are errors. Descriptions here become the JSON Schema that editors use.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Annotated, Any, Literal
 
@@ -238,6 +239,16 @@ class FrameworkPolicy(_Model):
     def file(self) -> str | None:
         """The file the policy was loaded from."""
         return self._source.file if self._source is not None else None
+
+    @property
+    def schema_file(self) -> str | None:
+        """The file ``spec.schema`` names, resolved against the policy's directory."""
+        ref = self.spec.schema_
+        if ref is None:
+            return None
+        known = self.file is not None and not self.file.startswith("<")
+        base = os.path.dirname(self.file) if known and self.file else os.getcwd()
+        return os.path.normpath(ref if os.path.isabs(ref) else os.path.join(base, ref))
 
     def locate(
         self, path: Path, *, value: str | None = None, offset: int | None = None, where: str | None = None

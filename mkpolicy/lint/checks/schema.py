@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from mkpolicy.errors import PolicyError
@@ -13,19 +12,14 @@ from mkpolicy.structural import Schema, read_schema_document
 SchemaCache = dict[str, Any]
 
 
-def schema_path(policy_file: str | None, ref: str) -> str:
-    """``ref`` resolved against the policy's directory (as the engine resolves it)."""
-    base = os.path.dirname(policy_file) if policy_file and not policy_file.startswith("<") else os.getcwd()
-    return os.path.normpath(ref if os.path.isabs(ref) else os.path.join(base, ref))
-
-
 def check_schema(ctx: PolicyContext, cache: SchemaCache) -> None:
     """Load ``spec.schema`` into ``ctx.schema``; report unreadable or mismatched schemas."""
     ref = ctx.policy.spec.schema_
     if ref is None:
         return
     where = ctx.at(("spec", "schema"))
-    path = schema_path(ctx.policy.file, ref)
+    path = ctx.policy.schema_file
+    assert path is not None
     if path not in cache:
         try:
             cache[path] = read_schema_document(path)
