@@ -67,6 +67,8 @@ class PolicyError(MkpolicyError):
 
     When a file has several problems, ``problems`` lists them all (each a
     ``PolicyError`` with its own location) and the message summarises them.
+    ``reason`` says what kind of problem it is (``unknown-field``, ``duplicate-name``;
+    ``invalid`` otherwise), for tools that sort problems, as lint does into rules.
     """
 
     def __init__(
@@ -74,9 +76,12 @@ class PolicyError(MkpolicyError):
         message: str,
         location: Location | None = None,
         problems: list[PolicyError] | None = None,
+        *,
+        reason: str = "invalid",
     ) -> None:
         super().__init__(message, location)
         self.problems: list[PolicyError] = problems if problems is not None else [self]
+        self.reason = reason
 
 
 class InputError(PolicyError):

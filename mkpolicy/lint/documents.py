@@ -114,13 +114,10 @@ def _validate(doc: Document, out: Collected) -> None:
     out.policies.append(policy)
 
 
+#: Lint rules of the policy loader's problems, by their reason (MKP102 otherwise).
+_RULES = {"unknown-field": "MKP103", "duplicate-name": "MKP105"}
+
+
 def classify(problem: PolicyError) -> str:
     """The rule ID of a document problem reported by the policy loader."""
-    message = problem.message
-    if message.startswith("malformed YAML") or "mapping keys must be strings" in message:
-        return "MKP101"
-    if message.startswith("unknown field"):
-        return "MKP103"
-    if "duplicate name" in message:
-        return "MKP105"
-    return "MKP102"
+    return _RULES.get(problem.reason, "MKP102")

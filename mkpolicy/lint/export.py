@@ -20,7 +20,6 @@ from mkpolicy.policy import GVK, FrameworkPolicy
 from mkpolicy.policy.kueue import generic_adapter_gap
 from mkpolicy.structural import read_schema_document
 
-#: (group, kind) of the job kinds Kueue integrates natively (its own MultiKueue adapters).
 MANAGER_VERBS = ["get", "list", "watch", "patch", "update"]
 WORKER_VERBS = ["create", "delete", "get", "list", "watch"]
 

@@ -115,7 +115,7 @@ def example_value(schema: Schema, depth: int = 0) -> Any:
 
 
 def _set_pointer(obj: dict[str, Any], pointer: str, value: Any) -> None:
-    tokens = [t.replace("~1", "/").replace("~0", "~") for t in pointer[1:].split("/")]
+    tokens = check_pointer(pointer)
     cur = obj
     for token in tokens[:-1]:
         nxt = cur.get(token)

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from mkpolicy.errors import InputError, Location, PolicyError
 from mkpolicy.policy.model import API_VERSION, KIND, FrameworkPolicy
-from mkpolicy.policy.source import Document, Path, parse_documents, read_text
+from mkpolicy.policy.source import Document, Path, dotted, parse_documents, read_text
 
 #: Other mkpolicy kinds that may live next to policies (skipped when loading policies).
 OTHER_KINDS = frozenset({"FrameworkPolicyTest"})
@@ -274,24 +274,19 @@ def _data_path(data: Any, loc: tuple[Any, ...]) -> Path:
     return tuple(path)
 
 
-def _dotted(path: Path) -> str:
-    out = ""
-    for seg in path:
-        out += f"[{seg}]" if isinstance(seg, int) else (f".{seg}" if out else str(seg))
-    return out or "document"
-
-
 def _problem(err: Any, doc: Document) -> PolicyError:
     loc = tuple(err.get("loc", ()))
     path = _data_path(doc.data, loc)
     kind = err.get("type", "")
     msg = str(err.get("msg", "invalid value"))
     given = err.get("input")
-    where = _dotted(path)
+    where = dotted(path)
     if kind == "extra_forbidden":
         allowed = _allowed_fields(loc[:-1], doc.data)
         hint = f"; expected one of: {', '.join(allowed)}" if allowed else ""
-        return PolicyError(f"unknown field {where!r}{hint}", doc.source.location(path, key=True))
+        return PolicyError(
+            f"unknown field {where!r}{hint}", doc.source.location(path, key=True), reason="unknown-field"
+        )
     if kind == "missing":
         parent = path[:-1]
         return PolicyError(f"missing required field {where!r}", doc.source.location(parent, key=True))
@@ -302,6 +297,8 @@ def _problem(err: Any, doc: Document) -> PolicyError:
             f"{where}.type: expected one of {expected}; found {found!r}",
             doc.source.location((*path, "type")),
         )
+    if kind == "duplicate_name":
+        return PolicyError(f"{where}: {msg}", doc.source.location(path), reason="duplicate-name")
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
         return PolicyError(f"{where}: {msg}", doc.source.location(path))

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
 
 from mkpolicy.errors import Location
 from mkpolicy.policy.gvk import GVK, parse_gvk
@@ -196,8 +197,10 @@ class Spec(_Model):
         seen: dict[str, int] = {}
         for i, item in enumerate(value):
             if item.name in seen:
-                raise ValueError(
-                    f"duplicate name {item.name!r} (items {seen[item.name]} and {i}): every name must be unique"
+                raise PydanticCustomError(
+                    "duplicate_name",
+                    "duplicate name '{name}' (items {first} and {second}): every name must be unique",
+                    {"name": item.name, "first": seen[item.name], "second": i},
                 )
             seen[item.name] = i
         return value

@@ -24,6 +24,15 @@ from mkpolicy.errors import InputError, Location, PolicyError
 
 Path = tuple[str | int, ...]
 
+
+def dotted(path: Path) -> str:
+    """``spec.cases[0].name``: a document path as messages write it."""
+    out = ""
+    for seg in path:
+        out += f"[{seg}]" if isinstance(seg, int) else (f".{seg}" if out else str(seg))
+    return out or "document"
+
+
 #: Limits for untrusted documents.
 MAX_NODES = 200_000
 MAX_DEPTH = 64

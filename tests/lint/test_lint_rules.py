@@ -310,3 +310,14 @@ def test_no_schema_means_no_schema_findings(tmp_path: Path) -> None:
           expression: has(object.spec.anything) && object.spec.anything.size() > 1
     """
     assert findings(tmp_path, body) == []
+
+
+def test_document_problems_are_sorted_by_kind_not_wording(tmp_path: Path) -> None:
+    """The rule comes from what the loader found, whatever the message happens to quote."""
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        HEADER.replace("Thing.v1.example.com", '"duplicate name"')
+        + "  unknownField: 1\n  variables:\n    - {name: a, expression: '1'}\n    - {name: a, expression: '2'}\n"
+    )
+    rules = [f"{f.line}:{f.column} {f.rule}" for f in lint_paths([str(path)]).findings]
+    assert rules == ["6:14 MKP102", "7:3 MKP103", "9:5 MKP105"]

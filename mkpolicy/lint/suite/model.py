@@ -10,7 +10,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from mkpolicy.errors import PolicyError
-from mkpolicy.policy.source import Document, Path
+from mkpolicy.policy.loader import aggregate
+from mkpolicy.policy.source import Document, Path, dotted
 
 SUITE_KIND = "FrameworkPolicyTest"
 #: The expectation fields; exactly one is set per case (none: a snapshot still to record).
@@ -148,28 +149,24 @@ def validate_suite(doc: Document) -> SuiteDocument:
     try:
         return SuiteDocument.model_validate(doc.data)
     except ValidationError as exc:
-        problems = [_problem(err, doc) for err in exc.errors(include_url=False)]
-    if len(problems) == 1:
-        raise problems[0]
-    message = f"{len(problems)} problems:\n" + "\n".join(f"  {p}" for p in problems)
-    raise PolicyError(message, problems[0].location, problems=problems)
+        raise aggregate([_problem(err, doc) for err in exc.errors(include_url=False)]) from None
 
 
 def _problem(err: Any, doc: Document) -> PolicyError:
     loc: Path = tuple(seg for seg in err.get("loc", ()) if isinstance(seg, (str, int)))
     path = _existing(doc.data, loc)
-    dotted = _dotted(loc)
+    where = dotted(loc)
     kind = err.get("type", "")
     message = str(err.get("msg", "invalid value"))
     if kind == "extra_forbidden":
-        return PolicyError(f"unknown field {dotted!r}", doc.source.location(path, key=True))
+        return PolicyError(f"unknown field {where!r}", doc.source.location(path, key=True))
     if kind == "missing":
-        return PolicyError(f"missing required field {dotted!r}", doc.source.location(path, key=True))
+        return PolicyError(f"missing required field {where!r}", doc.source.location(path, key=True))
     if message.startswith("Value error, "):
         message = message[len("Value error, ") :]
     elif message.startswith("Input should be"):
         message = "expected" + message[len("Input should be") :] + f"; found {err.get('input')!r}"
-    return PolicyError(f"{dotted}: {message}", doc.source.location(path))
+    return PolicyError(f"{where}: {message}", doc.source.location(path))
 
 
 def _existing(data: Any, loc: Path) -> Path:
@@ -183,10 +180,3 @@ def _existing(data: Any, loc: Path) -> Path:
         cur = cur[seg]
         out.append(seg)
     return tuple(out)
-
-
-def _dotted(path: Path) -> str:
-    out = ""
-    for seg in path:
-        out += f"[{seg}]" if isinstance(seg, int) else (f".{seg}" if out else str(seg))
-    return out or "document"

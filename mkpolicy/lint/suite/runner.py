@@ -41,7 +41,6 @@ class CaseResult:
     message: str = ""
     diff: str = ""
     duration: float = 0.0
-    outcome: Outcome | None = None
     #: the case's index in the suite document (for snapshot updates)
     index: int = 0
     #: the actual value when only the recorded snapshot is wrong or missing
@@ -240,7 +239,6 @@ def run_case(adapter: Adapter, suite: SuiteDocument, case: Case, index: int, doc
         result.duration = time.perf_counter() - start
         return result
     outcome = _outcome(adapter, case, manager, worker, ctx)
-    result.outcome = outcome
     _judge(result, case, outcome, expected)
     if outcome.kind == "object":
         _check_schema(result, adapter, case, manager, outcome.value)
