@@ -36,9 +36,12 @@ def test_every_shipped_policy_has_a_suite() -> None:
 def test_shipped_suite_passes(suite: Path) -> None:
     run = run_paths([os.path.relpath(suite, ROOT)])
     assert run.input_errors == []
+    # One suite document per file: an empty list would make the checks below vacuous.
+    assert [s.file for s in run.suites] == [os.path.relpath(suite, ROOT)]
     report = "".join(format_suite(s, color=False, quiet=True) for s in run.suites)
     assert run.ok, report
-    assert all(s.cases for s in run.suites), "a suite without cases tests nothing"
+    assert run.suites[0].error is None, report
+    assert run.suites[0].cases, "a suite without cases tests nothing"
 
 
 def test_shipped_policies_lint_without_errors() -> None:

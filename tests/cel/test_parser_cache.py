@@ -41,7 +41,21 @@ def test_parser_works_with_and_without_the_cache(tmp_path: Path, cache_home: str
         home.write_text("not a directory")
     env = {**os.environ, "XDG_CACHE_HOME": str(home)}
     code = "from mkpolicy.cel import evaluate; print(evaluate('[1, 2].map(x, x * 2)', {}))"
-    for _ in range(2):  # the second run loads the tables the first one saved
+
+    def run() -> None:
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
         assert out.stdout.strip() == "[2, 4]", out.stderr
+
+    run()
     assert (home / "mkpolicy").is_dir() == (cache_home == "fresh")
+    if cache_home == "fresh":
+        # The first run saved the parser tables: exactly one cache file.
+        saved = sorted((home / "mkpolicy").glob("cel-grammar-*.lark"))
+        assert len(saved) == 1, saved
+        mtime = saved[0].stat().st_mtime_ns
+    run()  # the second run loads the tables the first one saved
+    assert (home / "mkpolicy").is_dir() == (cache_home == "fresh")
+    if cache_home == "fresh":
+        # Loaded, not rebuilt: still the one file, untouched.
+        assert sorted((home / "mkpolicy").glob("cel-grammar-*.lark")) == saved
+        assert saved[0].stat().st_mtime_ns == mtime

@@ -25,7 +25,51 @@ def _limit() -> None:  # runs in the child
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
 
-def mkpolicy(*argv: str, cwd: Path) -> tuple[int, str, float]:
+# Linux capabilities that let root read any file whatever its mode (linux/capability.h, linux/prctl.h).
+CAP_DAC_OVERRIDE = 1
+CAP_DAC_READ_SEARCH = 2
+PR_CAPBSET_DROP = 24
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+LINUX_CAPABILITY_VERSION_3 = 0x20080522
+
+
+def _limit_as_root_without_dac() -> Callable[[], None]:
+    """A ``preexec_fn``: ``_limit``, then drop the capabilities that let root ignore file modes.
+
+    Switching to another user would not do: the interpreter may live where only root can
+    reach it (~root/.pyenv). Root without CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH is held
+    to a file's owner bits, so a mode-0 file is unreadable even to it. They are dropped from
+    the bounding set (root's exec regains everything in it), the inheritable and ambient sets.
+    libc is loaded here, in the parent: the child only calls it.
+    """
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    capget, capset, prctl = libc.capget, libc.capset, libc.prctl
+    dac = (1 << CAP_DAC_OVERRIDE) | (1 << CAP_DAC_READ_SEARCH)
+
+    def check(result: int, call: str) -> None:
+        if result != 0:
+            errno = ctypes.get_errno()
+            raise OSError(errno, f"{call}: {os.strerror(errno)}")
+
+    def preexec() -> None:  # runs in the child
+        _limit()
+        header = (ctypes.c_uint32 * 2)(LINUX_CAPABILITY_VERSION_3, 0)
+        data = (ctypes.c_uint32 * 6)()  # two {effective, permitted, inheritable}: capabilities 0-31, 32-63
+        check(capget(header, data), "capget")
+        for i in range(3):
+            data[i] &= ~dac
+        for cap in (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH):  # needs CAP_SETPCAP (kept: only the DAC bits go)
+            check(prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "prctl(PR_CAPBSET_DROP)")
+        check(prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "prctl(PR_CAP_AMBIENT_CLEAR_ALL)")
+        check(capset(header, data), "capset")
+
+    return preexec
+
+
+def mkpolicy(*argv: str, cwd: Path, preexec: Callable[[], None] = _limit) -> tuple[int, str, float]:
     start = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "mkpolicy", *argv],
@@ -33,7 +77,7 @@ def mkpolicy(*argv: str, cwd: Path) -> tuple[int, str, float]:
         capture_output=True,
         text=True,
         timeout=60,
-        preexec_fn=_limit,
+        preexec_fn=preexec,
         env={**os.environ, "PYTHONWARNINGS": "ignore"},
     )
     return proc.returncode, proc.stdout + proc.stderr, time.perf_counter() - start
@@ -109,6 +153,13 @@ CASES = [
     ),
     ("deep-block", _write("deep.yaml", _nested_block(80)), "error: document 1: document nests deeper than 64 levels"),
     ("huge", _write("huge.yaml", "#" * (9 * 1024 * 1024)), "huge.yaml: error: file is larger than 8 MiB"),
+    # In a directory, files are first screened with libyaml's composer, which would overflow
+    # the C stack (a segfault) on this: the screen bounds the depth first.
+    (
+        "deep-block-in-directory",
+        _dir("objs", {"deep.yaml": "- " * 45_000 + "x\n"}),
+        "deep.yaml:2: error: the YAML stream has more than 50000 nodes",
+    ),
     (
         "many-nodes",
         _write("many.yaml", HEADER + "  params:\n    l:\n" + "    - x\n" * 60_000),
@@ -139,8 +190,9 @@ def test_lint_rejects_bad_input(tmp_path: Path, make: Callable[[Path], str], mes
             "nests deeper than 64 levels",
         ),
         (["validate"], _write("huge.yaml", "#" * (9 * 1024 * 1024)), "file is larger than 8 MiB"),
+        (["validate"], _dir("objs", {"deep.yaml": "- " * 45_000 + "x\n"}), "the YAML stream has more than 50000 nodes"),
     ],
-    ids=["test-bomb", "test-binary", "explain-bomb", "export-deep", "validate-huge"],
+    ids=["test-bomb", "test-binary", "explain-bomb", "export-deep", "validate-huge", "validate-deep-in-directory"],
 )
 def test_other_commands_reject_bad_input(
     tmp_path: Path, argv: list[str], make: Callable[[Path], str], message: str
@@ -153,14 +205,32 @@ def test_other_commands_reject_bad_input(
 
 
 def test_unreadable_file(tmp_path: Path) -> None:
-    if os.geteuid() == 0:
-        pytest.skip("root reads files whatever their mode")
     path = tmp_path / "secret.yaml"
     path.write_text(HEADER)
     path.chmod(0)
-    code, output, _ = mkpolicy("lint", "secret.yaml", cwd=tmp_path)
-    assert code == 2
-    assert "secret.yaml: error: cannot read file: Permission denied" in output
+    preexec = _limit
+    if os.geteuid() == 0:  # root reads files whatever their mode: run the child without that power
+        if not sys.platform.startswith("linux"):
+            pytest.skip("root reads files whatever their mode (dropping that power is Linux-only here)")
+        try:
+            preexec = _limit_as_root_without_dac()
+            probe = subprocess.run(
+                [sys.executable, "-c", "open('secret.yaml').close()"],
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                preexec_fn=preexec,
+            )
+        except (subprocess.SubprocessError, OSError, AttributeError) as exc:  # no CAP_SETPCAP, no capget/capset...
+            pytest.skip(f"root reads files whatever their mode, and cannot drop that power here: {exc}")
+        # The child really cannot read the file (else the test below would prove nothing).
+        assert probe.returncode == 1 and "PermissionError" in probe.stderr, probe.stderr
+    code, output, _ = mkpolicy("lint", "secret.yaml", cwd=tmp_path, preexec=preexec)
+    assert code == 2, output
+    assert output == (
+        "secret.yaml: error: cannot read file: Permission denied\n0 errors, 0 warnings in 0 files (0 policies)\n"
+    )
 
 
 def _object_bomb(levels: int = 9) -> str:

@@ -215,9 +215,18 @@ def test_export(
 
 
 def test_export_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run(capsys, "export", "rbac", "--policies", "nowhere")[0] == 2
+    assert run(capsys, "export", "rbac", "--policies", "nowhere") == (
+        2,
+        "",
+        "nowhere: error: no such file or directory\n",
+    )
     (tmp_path / "bad.yaml").write_text("apiVersion: mkpolicy.io/v1alpha1\nkind: FrameworkPolicy\nspec: {}\n")
-    assert run(capsys, "export", "kueue-config", "--policies", "bad.yaml")[0] == 1
+    assert run(capsys, "export", "kueue-config", "--policies", "bad.yaml") == (
+        1,
+        "",
+        "bad.yaml:1:1: error: missing required field 'metadata'\n"
+        "bad.yaml:3:1: error: missing required field 'spec.framework'\n",
+    )
     (tmp_path / "job.yaml").write_text(
         "apiVersion: mkpolicy.io/v1alpha1\nkind: FrameworkPolicy\nmetadata: {name: job}\nspec: {framework: Job.v1.batch}\n"
     )

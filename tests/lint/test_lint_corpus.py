@@ -95,31 +95,33 @@ def test_rule_catalog_is_stable(snapshot: SnapshotAssertion) -> None:
     assert [f"{r.id} {r.name} {r.severity}" for r in RULES.values()] == snapshot
 
 
-# The token each finding points at, in the YAML file (line and column of the offending token).
+# Where each rule's first finding in the corpus points: its exact (line, column), and the
+# offending token found there in the YAML file ("" for the end of the file: MKP101 reports an
+# unclosed flow sequence where the stream ends, on the line after the last one).
 POSITIONS = [
-    ("MKP101", "yaml-syntax.yaml", ""),
-    ("MKP103", "documents.yaml", "frameworks:"),
-    ("MKP105", "documents.yaml", "- name: sa"),
-    ("MKP104", "duplicate-b.yaml", "Widget.v1.example.com"),
-    ("MKP107", "schemas-bad.yaml", "schemas/ghost.yaml"),
-    ("MKP201", "cel.yaml", "* 2"),
-    ("MKP202", "cel.yaml", "size(object.spec, 2)"),
-    ("MKP203", "cel.yaml", '{"metadata"'),
-    ("MKP204", "cel.yaml", "replica >"),
-    ("MKP206", "cel.yaml", "1 < 2"),
-    ("MKP207", "cel.yaml", "unused"),
-    ("MKP208", "cel.yaml", "missing"),
-    ("MKP209", "cel.yaml", "workerObject.status.phase"),
-    ("MKP210", "cel.yaml", "params.suffix"),
-    ("MKP211", "cel.yaml", "replicas) &&"),
-    ("MKP212", "cel.yaml", "replicas}}]"),
-    ("MKP301", "managedby.yaml", "/spec/controller"),
-    ("MKP302", "managedby.yaml", "/spec/owner"),
-    ("MKP402", "kueue-compat.yaml", "null"),
-    ("MKP404", "kueue-compat.yaml", "none"),
-    ("MKP501", "patches.yaml", '"/metadata/name"'),
-    ("MKP502", "patches.yaml", '"/metadata/labels/synced"'),
-    ("MKP503", "patches.yaml", '"delete"'),
+    ("MKP101", "yaml-syntax.yaml", (9, 1), ""),
+    ("MKP103", "documents.yaml", (7, 3), "frameworks:"),
+    ("MKP105", "documents.yaml", (24, 5), "- name: sa"),
+    ("MKP104", "duplicate-b.yaml", (7, 14), "Widget.v1.example.com"),
+    ("MKP107", "schemas-bad.yaml", (8, 11), "schemas/ghost.yaml"),
+    ("MKP201", "cel.yaml", (18, 42), "* 2"),
+    ("MKP202", "cel.yaml", (15, 19), "size(object.spec, 2)"),
+    ("MKP203", "cel.yaml", (27, 24), '{"metadata"'),
+    ("MKP204", "cel.yaml", (31, 54), "replica >"),
+    ("MKP206", "cel.yaml", (11, 19), "1 < 2"),
+    ("MKP207", "cel.yaml", (19, 13), "unused"),
+    ("MKP208", "cel.yaml", (38, 69), "missing"),
+    ("MKP209", "cel.yaml", (38, 32), "workerObject.status.phase"),
+    ("MKP210", "cel.yaml", (38, 78), "params.suffix"),
+    ("MKP211", "cel.yaml", (31, 29), "replicas) &&"),
+    ("MKP212", "cel.yaml", (45, 79), "replicas}}]"),
+    ("MKP301", "managedby.yaml", (10, 11), "/spec/controller"),
+    ("MKP302", "managedby.yaml", (20, 11), "/spec/owner"),
+    ("MKP402", "kueue-compat.yaml", (8, 14), "null"),
+    ("MKP404", "kueue-compat.yaml", (12, 11), "none"),
+    ("MKP501", "patches.yaml", (14, 45), '"/metadata/name"'),
+    ("MKP502", "patches.yaml", (35, 52), '"/metadata/labels/synced"'),
+    ("MKP503", "patches.yaml", (19, 29), '"delete"'),
 ]
 
 
@@ -133,14 +135,18 @@ def corpus_findings() -> list[dict[str, Any]]:
     return [{"rule": f.rule, "file": f.file, "line": f.line, "column": f.column} for f in result.findings]
 
 
-@pytest.mark.parametrize(("rule", "file", "token"), POSITIONS, ids=[p[0] for p in POSITIONS])
+@pytest.mark.parametrize(("rule", "file", "position", "token"), POSITIONS, ids=[p[0] for p in POSITIONS])
 def test_findings_point_at_the_offending_token(
-    corpus_findings: list[dict[str, Any]], rule: str, file: str, token: str
+    corpus_findings: list[dict[str, Any]], rule: str, file: str, position: tuple[int, int], token: str
 ) -> None:
     finding = next(f for f in corpus_findings if f["rule"] == rule and f["file"] == f"corpus/{file}")
+    assert (finding["line"], finding["column"]) == position
     lines = [*(HERE / "corpus" / file).read_text().splitlines(), ""]
     at = lines[finding["line"] - 1][finding["column"] - 1 :]
-    assert at.startswith(token), f"{rule} points at {at!r}, expected {token!r}"
+    if token:
+        assert at.startswith(token), f"{rule} points at {at!r}, expected {token!r}"
+    else:  # the end of the file: past its last line, nothing left to point at
+        assert finding["line"] == len(lines) and at == "", f"{rule} points at {at!r}, expected the end of the file"
 
 
 @pytest.mark.parametrize(

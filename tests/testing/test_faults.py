@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -170,18 +171,23 @@ def test_python_client_sees_the_outage(apiserver: ApiServer, k8s: Clients) -> No
 
 
 @pytest.mark.parametrize(
-    "call",
+    ("call", "error", "message"),
     [
-        lambda f: f.fail(200),
-        lambda f: f.fail(500, times=0),
-        lambda f: f.delay(-1),
-        lambda f: f.limit_watches(-1),
-        lambda f: f.unreachable(mode="sideways"),
-        lambda f: f.fail(500, colour="red"),
+        (lambda f: f.fail(200), ValueError, "code must be an HTTP error code (400-599), found 200"),
+        (lambda f: f.fail(500, times=0), ValueError, "times must be at least 1 (or None for always), found 0"),
+        (lambda f: f.delay(-1), ValueError, "seconds must be >= 0, found -1"),
+        (lambda f: f.limit_watches(-1), ValueError, "events must be >= 0, found -1"),
+        (lambda f: f.unreachable(mode="sideways"), ValueError, "mode must be 'refuse' or 'blackhole', found 'sideways'"),
+        (lambda f: f.fail(500, colour="red"), TypeError, "Match.__init__() got an unexpected keyword argument 'colour'"),
     ],
     ids=["not-an-error-code", "zero-times", "negative-delay", "negative-events", "bad-mode", "unknown-criterion"],
-)
-def test_fault_arguments_are_checked(apiserver: ApiServer, call) -> None:
-    with pytest.raises((ValueError, TypeError)):
+)  # fmt: skip
+def test_fault_arguments_are_checked(
+    apiserver: ApiServer, raw: Raw, call, error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
         call(apiserver.faults)
+    # A refused call changes nothing: no rule added, the server still up and answering.
     assert apiserver.faults.rules == []
+    assert apiserver.faults.down is None
+    assert raw.request("GET", CM).status == 200

@@ -42,7 +42,13 @@ def test_types_and_rules_on_create(raw: Raw, namespace: str) -> None:
     assert 'spec.queueName: Invalid value: "integer": spec.queueName in body must be of type string' in text
     text = message(raw.request("POST", path, workload("ruled", priorityClassName="high")))
     assert 'spec: Invalid value: "object": priority should not be nil when priorityClassName is set' in text
+    # the refused creates stored nothing
+    for name in ("typed", "ruled"):
+        reply = raw.request("GET", f"{path}/{name}")
+        assert reply.status == 404, reply.data[:500]
+        assert reply.json["reason"] == "NotFound"
     assert raw.request("POST", path, workload("fine", priorityClassName="high", priority=5)).status == 201
+    assert raw.request("GET", f"{path}/fine").status == 200  # the same GET finds a stored workload
 
 
 def test_transition_rule_on_a_status_update(raw: Raw, namespace: str) -> None:
@@ -53,5 +59,9 @@ def test_transition_rule_on_a_status_update(raw: Raw, namespace: str) -> None:
     assert raw.request("PATCH", status, {"status": {"clusterName": "worker1"}}, **merge).status == 200
     text = message(raw.request("PATCH", status, {"status": {"clusterName": "worker2"}}, **merge))
     assert 'status: Invalid value: "object": clusterName is immutable once set' in text
+    # the refused patch changed nothing
+    reply = raw.request("GET", status)
+    assert reply.status == 200, reply.data[:500]
+    assert reply.json["status"]["clusterName"] == "worker1"
     # setting it again to the same value is no change
     assert raw.request("PATCH", status, {"status": {"clusterName": "worker1"}}, **merge).status == 200
