@@ -6,7 +6,7 @@ a file position for document and CEL errors, a policy/phase/patch for engine err
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -21,10 +21,6 @@ class Location:
     line: int | None = None
     column: int | None = None
     where: str | None = None
-
-    def with_where(self, where: str) -> Location:
-        """Return a copy whose ``where`` is set to ``where``."""
-        return replace(self, where=where)
 
     def position(self) -> str:
         """``file:line:column`` (as much of it as is known), without ``where``."""

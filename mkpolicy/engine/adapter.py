@@ -128,6 +128,10 @@ class Adapter:
         Errors in match conditions raise with ``failurePolicy: Fail``; with ``Ignore``
         the object counts as not managed and the reason says why.
         """
+        ctx = ctx or Context()
+        return self._managed(obj, ctx, self._now(ctx))
+
+    def _managed(self, obj: Mapping[str, Any], ctx: Context, now: Timestamp | None) -> tuple[bool, str]:
         if obj.get("apiVersion") != self._api_version or obj.get("kind") != self._kind:
             return False, (
                 f"the policy is for {self.gvk} (apiVersion {self._api_version}, kind {self._kind}); "
@@ -135,16 +139,14 @@ class Adapter:
             )
         if self.managed_by_tokens is not None:
             found, value = get_pointer(obj, self.managed_by_tokens)
-            if not found or value != self.managed_by_value or type(value) is not str:
+            if not found or value != self.managed_by_value:
                 dotted = "." + ".".join(self.managed_by_tokens)
                 if found and not isinstance(value, str):
                     return False, f"expected {dotted} to be a string; found {type(value).__name__} {value!r}"
-                if not found or value != self.managed_by_value:
-                    want, got = json.dumps(self.managed_by_value), json.dumps(value or "")
-                    return False, f"Expecting {dotted} to be {want} not {got}"
+                want, got = json.dumps(self.managed_by_value), json.dumps(value or "")
+                return False, f"Expecting {dotted} to be {want} not {got}"
         if self.match_conditions:
-            ctx = ctx or Context()
-            bindings, _ = self._bindings(dict(obj), dict(obj), None, ctx, self._now(ctx))
+            bindings, _ = self._bindings(dict(obj), dict(obj), None, ctx, now)
             for name, expr in self.match_conditions:
                 try:
                     result = expr.evaluate(bindings)
@@ -161,7 +163,7 @@ class Adapter:
                     return False, f"match condition {name!r} is false"
         return True, ""
 
-    def _require_managed(self, obj: Mapping[str, Any], ctx: Context) -> None:
+    def _require_managed(self, obj: Mapping[str, Any], ctx: Context, now: Timestamp | None) -> None:
         # The common case first: the right kind, managed by MultiKueue, no match conditions.
         if obj.get("apiVersion") == self._api_version and obj.get("kind") == self._kind and not self.match_conditions:
             tokens = self.managed_by_tokens
@@ -170,7 +172,7 @@ class Adapter:
             found, value = get_pointer(obj, tokens)
             if found and type(value) is str and value == self.managed_by_value:
                 return
-        managed, reason = self.is_managed(obj, ctx)
+        managed, reason = self._managed(obj, ctx, now)
         if not managed:
             raise NotManagedError(reason, Location(where=f"policy {self.name}"))
 
@@ -193,7 +195,8 @@ class Adapter:
         self, manager_obj: Mapping[str, Any], ctx: Context, ignored: list[MkpolicyError] | None
     ) -> dict[str, Any]:
         manager = dict(manager_obj)
-        self._require_managed(manager, ctx)
+        now = self._now(ctx)  # one instant per call: match conditions, patches, replays
+        self._require_managed(manager, ctx, now)
         mode = ctx.identifier if self.identifier == "context" else self.identifier
         start = clone(manager, ctx.workload_name, ctx.origin, mode)
         if self.managed_by_tokens is not None:
@@ -203,7 +206,6 @@ class Adapter:
         # that fails are the patches replayed one by one, to name the patch that broke
         # it (and, under failurePolicy Ignore, to skip it).
         skipped: list[MkpolicyError] = []
-        now = self._now(ctx) if self._uses_now else None  # one instant per call, replays included
         worker = self._apply(self.creation, start, manager, None, ctx, now, skipped, None)
         if self._creation_violation(worker, start, ctx, place) is not None:
             skipped = []
@@ -313,7 +315,8 @@ class Adapter:
         ignored: list[MkpolicyError] | None,
     ) -> dict[str, Any] | None:
         manager = dict(manager_obj)
-        self._require_managed(manager, ctx)
+        now = self._now(ctx)  # one instant per call: match conditions and patches
+        self._require_managed(manager, ctx, now)
         if self.sync_mode == "none":
             return None
         if not self.sync_patches:
@@ -330,7 +333,7 @@ class Adapter:
                 manager,
                 dict(worker_obj),
                 ctx,
-                self._now(ctx) if self._uses_now else None,
+                now,
                 skipped,
                 lambda new, old: self._sync_violation(new, manager),
             )

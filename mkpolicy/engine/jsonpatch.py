@@ -298,20 +298,11 @@ Step = tuple[At, list[str], str, str, Any]
 #: (a plain dict, read on every patch: do not modify it).
 WRITERS: dict[str, At] = {"add": _add_at, "remove": _remove_at, "replace": _replace_at}
 
-_PARTS: dict[str, list[str]] = {}
-_PARTS_LIMIT = 4096
-
 
 def pointer_parts(path: str) -> list[str]:
     """The decoded tokens of the JSON pointer ``path`` (parsed once per distinct path;
     raises ``jsonpointer.JsonPointerException``). The list is shared: do not modify it."""
-    parts = _PARTS.get(path)
-    if parts is None:
-        # Policies build the same few paths over and over; parsing them once matters.
-        parts = jsonpointer.JsonPointer(path).parts
-        if len(_PARTS) >= _PARTS_LIMIT:
-            _PARTS.clear()
-        _PARTS[path] = parts
+    parts: list[str] = _pointer(path).parts
     return parts
 
 

@@ -136,3 +136,33 @@ def test_empty_manager_annotations_are_dropped_like_kueue(
     meta = {} if annotations is None else {"annotations": annotations}
     worker = adapter.create(_job(**meta), mkpolicy.Context(workload_name="wl", identifier=identifier))  # type: ignore[arg-type]
     assert worker["metadata"].get("annotations") == expected
+
+
+@pytest.mark.parametrize("phase", ["create", "sync"])
+def test_match_conditions_and_patches_read_one_clock(phase: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One instant per call: the clock is read once for match conditions and patches alike."""
+    reads: list[int] = []
+    clock = mkpolicy.Context.timestamp
+
+    def counted(self: mkpolicy.Context) -> dt.datetime:
+        reads.append(1)
+        return clock(self)
+
+    monkeypatch.setattr(mkpolicy.Context, "timestamp", counted)
+    patch = {"type": "JSONPatch", "jsonPatch": {"expression": '[JSONPatch{op: "add", path: "/metadata/annotations/t", value: string(now)}]'}}  # fmt: skip
+    adapter = mkpolicy.compile(
+        _policy(
+            {
+                "framework": "Thing.v1.example.com",
+                "matchConditions": [{"name": "recent", "expression": "now > timestamp('2020-01-01T00:00:00Z')"}],
+                "creation": {"patches": [patch]},
+                "sync": {"patches": [STAMP]},
+            }
+        )
+    )
+    ctx = mkpolicy.Context(workload_name="wl")
+    if phase == "create":
+        adapter.create(_job(), ctx)
+    else:
+        adapter.sync(_job(), {"status": {}}, ctx)
+    assert len(reads) == 1
