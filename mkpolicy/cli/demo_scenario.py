@@ -22,6 +22,7 @@ from typing import Any, Literal, TextIO
 import yaml
 
 import mkpolicy
+import mkpolicy.yamldata as yamldata
 from mkpolicy.errors import InputError, Location, MkpolicyError
 from mkpolicy.jsonvalues import apply_merge_patch
 from mkpolicy.kube.client import KubeClient, ResourceInfo
@@ -163,7 +164,7 @@ class Scenario:
 
     def _policy_dir(self, tmp: Path) -> tuple[Path, mkpolicy.Adapter]:
         """The policy in a directory of its own (a schema path made absolute), and its adapter."""
-        docs = [d for d in yaml.safe_load_all(self.inputs.policy.read_text()) if d is not None]
+        docs = yamldata.load_file(str(self.inputs.policy))
         for doc in docs:
             schema = (doc.get("spec") or {}).get("schema") if isinstance(doc, dict) else None
             if isinstance(schema, str) and not os.path.isabs(schema):
@@ -179,8 +180,7 @@ class Scenario:
 
     def _pipelinerun(self) -> tuple[dict[str, Any], str]:
         """The PipelineRun as a user submits it, and the workload name Kueue gives it."""
-        data = yaml.safe_load(self.inputs.pipelinerun.read_text())
-        obj: dict[str, Any] = json.loads(json.dumps(data, default=str))
+        obj = yamldata.load_object(str(self.inputs.pipelinerun))
         meta = obj.setdefault("metadata", {})
         workloads = [r["name"] for r in meta.get("ownerReferences") or [] if r.get("kind") == "Workload"]
         workload = workloads[0] if workloads else f"pipelinerun-{meta.get('name')}"

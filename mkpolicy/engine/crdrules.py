@@ -24,7 +24,7 @@ from typing import Any
 
 from mkpolicy.cel import CelError, Environment, Program
 from mkpolicy.cel.values import OptionalValue
-from mkpolicy.structural.validation import FieldError, type_name
+from mkpolicy.structural.validation import FieldError, join_path, list_item_key, type_name
 
 _ABSENT = object()
 _OLD_SELF = re.compile(r"\boldSelf\b")
@@ -70,7 +70,7 @@ def _walk(value: Any, schema: Mapping[str, Any], old: Any, path: str) -> Iterato
                 sub = extra
             if isinstance(sub, dict):
                 before = old.get(key, _ABSENT) if isinstance(old, dict) else _ABSENT
-                yield from _walk(item, sub, before, _join(path, key))
+                yield from _walk(item, sub, before, join_path(path, key))
     elif isinstance(value, list):
         items = schema.get("items")
         if isinstance(items, dict):
@@ -84,12 +84,9 @@ def _old_items(value: list[Any], old: Any, schema: Mapping[str, Any]) -> list[An
     keys = schema.get("x-kubernetes-list-map-keys")
     if schema.get("x-kubernetes-list-type") != "map" or not isinstance(old, list) or not keys:
         return [_ABSENT] * len(value)
-    by_key = {_identity(o, keys): o for o in old if isinstance(o, dict)}
-    return [by_key.get(_identity(v, keys), _ABSENT) if isinstance(v, dict) else _ABSENT for v in value]
-
-
-def _identity(item: dict[str, Any], keys: list[Any]) -> str:
-    return json.dumps([item.get(str(k)) for k in keys])
+    names = [str(k) for k in keys]
+    by_key = {list_item_key(o, names): o for o in old if isinstance(o, dict)}
+    return [by_key.get(list_item_key(v, names), _ABSENT) if isinstance(v, dict) else _ABSENT for v in value]
 
 
 def _check(rule: dict[str, Any], value: Any, old: Any, path: str) -> FieldError | None:
@@ -154,7 +151,3 @@ class _Compiled:
             assert self.error is not None
             raise self.error
         return self.program.evaluate(bindings)
-
-
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key

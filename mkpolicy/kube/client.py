@@ -35,15 +35,22 @@ class ApiError(MkpolicyError):
 
     @classmethod
     def from_response(cls, status: int, raw: bytes) -> ApiError:
-        """Build from an HTTP error response (a Status body when the server sent one)."""
+        """Build from an HTTP error response (a Status body when the server sent one);
+        410 is a :class:`Gone`."""
         try:
             body = json.loads(raw)
         except ValueError:
             body = None
         if isinstance(body, dict) and body.get("kind") == "Status":
-            return cls(status, str(body.get("reason") or ""), str(body.get("message") or ""), body)
+            return cls.from_status(status, body)
         text = raw[:200].decode("utf-8", "replace").strip()
-        return cls(status, "", text or "(no body)")
+        return (Gone if status == 410 else cls)(status, "", text or "(no body)")
+
+    @classmethod
+    def from_status(cls, status: int, body: Mapping[str, Any]) -> ApiError:
+        """Build from a ``Status`` object (an error response, or a watch's ERROR event)."""
+        reason, message = str(body.get("reason") or ""), str(body.get("message") or "")
+        return (Gone if status == 410 else cls)(status, reason, message, body)
 
 
 class Gone(ApiError):
@@ -156,10 +163,7 @@ class KubeClient:
         ) as resp:
             raw = await resp.read()
             if resp.status >= 400:
-                err = ApiError.from_response(resp.status, raw)
-                if resp.status == 410:
-                    raise Gone(err.status, err.reason, err.message, err.body)
-                raise err
+                raise ApiError.from_response(resp.status, raw)
             return json.loads(raw) if raw else None
 
     def _ssl_arg(self) -> Any:
@@ -220,17 +224,12 @@ class KubeClient:
         ) as resp:
             if resp.status >= 400:
                 raw = await resp.read()
-                err = ApiError.from_response(resp.status, raw)
-                if resp.status == 410:
-                    raise Gone(err.status, err.reason, err.message, err.body)
-                raise err
+                raise ApiError.from_response(resp.status, raw)
             async for line in _lines(resp.content):
                 event = json.loads(line)
                 if event.get("type") == "ERROR":
                     status = event.get("object") or {}
-                    code = int(status.get("code") or 500)
-                    cls = Gone if code == 410 else ApiError
-                    raise cls(code, str(status.get("reason") or ""), str(status.get("message") or ""), status)
+                    raise ApiError.from_status(int(status.get("code") or 500), status)
                 yield event
 
 

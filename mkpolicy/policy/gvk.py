@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 _KIND = re.compile(r"^[A-Z][A-Za-z0-9]*$")
 _VERSION = re.compile(r"^v[1-9][0-9]*((alpha|beta)[1-9][0-9]*)?$")
-_GROUP = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+#: A DNS-1123 subdomain: API groups, and object names of most kinds.
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 @dataclass(frozen=True, order=True)
@@ -46,6 +47,6 @@ def parse_gvk(text: str) -> GVK:
         raise ValueError(f"{expected}; found kind {kind!r} in {text!r} (a Kind starts with an upper-case letter)")
     if not _VERSION.match(version):
         raise ValueError(f"{expected}; found version {version!r} in {text!r} (e.g. v1, v1beta1, v2alpha1)")
-    if len(parts) == 3 and not _GROUP.match(group):
+    if len(parts) == 3 and not DNS_SUBDOMAIN.match(group):
         raise ValueError(f"{expected}; found group {group!r} in {text!r} (a lower-case DNS name)")
     return GVK(group, version, kind)

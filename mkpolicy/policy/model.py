@@ -15,7 +15,7 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
 from mkpolicy.errors import Location
-from mkpolicy.policy.gvk import GVK, parse_gvk
+from mkpolicy.policy.gvk import DNS_SUBDOMAIN, GVK, parse_gvk
 from mkpolicy.policy.source import Path, SourceMap
 
 API_VERSION = "mkpolicy.io/v1alpha1"
@@ -23,7 +23,6 @@ KIND = "FrameworkPolicy"
 DEFAULT_MANAGED_BY_PATH = "/spec/managedBy"
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
 
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _CEL_IDENT = re.compile(r"^[_a-zA-Z][_a-zA-Z0-9]*$")
 
 
@@ -46,7 +45,7 @@ class Metadata(_Model):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if len(value) > 253 or not _DNS_SUBDOMAIN.match(value):
+        if len(value) > 253 or not DNS_SUBDOMAIN.match(value):
             raise ValueError(
                 f"expected a DNS-1123 subdomain (lower-case letters, digits, '-' and '.'); found {value!r}"
             )

@@ -116,7 +116,7 @@ def _validator_class() -> Any:
             if keys is not None and not isinstance(item, dict):
                 continue  # the item's own type error says why
             identity = {k: item.get(k) for k in keys} if keys is not None else item
-            key = json.dumps(identity, sort_keys=True)
+            key = json.dumps(identity, sort_keys=True)  # as list_item_key for map items
             if key in seen:
                 error = ValidationError(json.dumps(identity, separators=(",", ":")), validator="duplicate")
                 error.relative_path.append(index)
@@ -152,7 +152,7 @@ def _field_errors(error: Any) -> Iterator[FieldError]:
         present = instance if isinstance(instance, dict) else {}
         for name in error.validator_value:
             if name not in present:
-                yield FieldError(_join(path, name), "Required value")
+                yield FieldError(join_path(path, name), "Required value")
         return
     if keyword == "enum":
         supported = ", ".join(json.dumps(v) for v in error.validator_value)
@@ -218,11 +218,17 @@ def _brief(value: Any) -> str:
 def _path(parts: Any) -> str:
     path = ""
     for part in parts:
-        path = f"{path}[{part}]" if isinstance(part, int) else _join(path, str(part))
+        path = f"{path}[{part}]" if isinstance(part, int) else join_path(path, str(part))
     return path
 
 
-def _join(path: str, name: str) -> str:
+def list_item_key(item: Mapping[str, Any], keys: list[str]) -> str:
+    """The identity of an ``x-kubernetes-list-type: map`` item: its key fields' values."""
+    return json.dumps({k: item.get(k) for k in keys}, sort_keys=True)
+
+
+def join_path(path: str, name: str) -> str:
+    """``spec`` + ``tasks`` -> ``spec.tasks`` (a field path as Kubernetes writes it)."""
     return f"{path}.{name}" if path else name
 
 
