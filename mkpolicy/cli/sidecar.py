@@ -9,7 +9,8 @@ Probes and Prometheus metrics are served on the ops port; logs are JSON on stder
 the original kubeconfigs; idempotent); --unwire restores them and exits.
 --kubeconfig-dir writes each worker endpoint's kubeconfig (to wire by hand).
 --check validates the configuration, the policies and the worker kubeconfig files,
-then exits. --init-state DIR writes the CA, serving certificate and worker tokens to DIR
+says which valid policies the sidecar skips (stock Kueue cannot carry them), then
+exits. --init-state DIR writes the CA, serving certificate and worker tokens to DIR
 and exits: several Kueue replicas then share them (a Secret mounted as state.dir).
 
 Exit codes: 0 clean shutdown, 1 invalid policies, 2 invalid configuration or kubeconfig.
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from mkpolicy.kube.kubeconfig import load_kubeconfig as read_kubeconfig
     from mkpolicy.kube.rest import RestConfigError
     from mkpolicy.sidecar import ConfigError, ReloadError, Sidecar, load_config, setup_logging, unwire_all
-    from mkpolicy.sidecar.policies import compile_directory
+    from mkpolicy.sidecar.policies import compile_directory, split_wire
 
     try:
         config = load_config(args.config)
@@ -91,8 +92,11 @@ def run(args: argparse.Namespace) -> int:
                 failed = True
                 for violation in exc.violations:
                     print(f"{worker.kubeconfig.file}: error: {violation}", file=sys.stderr)
-        for adapter in adapters:
+        carried, skipped = split_wire(adapters)
+        for adapter in carried:
             print(f"policy {adapter.name}: ok ({adapter.gvk})")
+        for adapter, reason in skipped:  # valid, but the sidecar will not use them
+            print(f"policy {adapter.name}: skipped ({adapter.gvk}): stock Kueue cannot carry it: {reason}")
         return EXIT_USAGE if failed else EXIT_OK
 
     async def serve() -> int:

@@ -2,8 +2,8 @@
 
 LIST, then WATCH from the list's resourceVersion (with bookmarks); 410 Gone or a
 broken stream relists. Objects are kept as compact JSON bytes (parsed on use), so
-10,000 objects cost little more than their serialized size. A miss falls back to a
-direct read.
+10,000 objects cost little more than their serialized size. On a miss the sidecar
+reads the manager directly (:func:`read_object`).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import random
+from collections import OrderedDict
 from typing import Any
 
 from mkpolicy.kube.client import ApiError, Gone, KubeClient, ResourceInfo
@@ -63,7 +64,8 @@ class ManagerCache:
         self.metrics = metrics
         self.synced = asyncio.Event()
         self._objects: dict[Key, bytes] = {}
-        self._parsed: dict[Key, tuple[bytes, dict[str, Any]]] = {}
+        #: Least recently used first (evicted first).
+        self._parsed: OrderedDict[Key, tuple[bytes, dict[str, Any]]] = OrderedDict()
         self._hits = metrics.cache_reads.labels(policy, "cache")
         self._task: asyncio.Task[None] | None = None
         self._resource_version = ""
@@ -84,31 +86,18 @@ class ManagerCache:
             return None
         hit = self._parsed.get(key)
         if hit is not None and hit[0] is raw:
+            self._parsed.move_to_end(key)
             return hit[1]
         obj: dict[str, Any] = json.loads(raw)
-        if len(self._parsed) >= PARSED:
-            self._parsed.pop(next(iter(self._parsed)))
         self._parsed[key] = (raw, obj)
+        self._parsed.move_to_end(key)  # replacing a stale entry keeps its old place otherwise
+        if len(self._parsed) > PARSED:
+            self._parsed.popitem(last=False)
         return obj
 
     def count_hit(self, hits: int = 1) -> None:
         """Count reads served by the cache."""
         self._hits.inc(hits)
-
-    async def fetch(self, namespace: str | None, name: str) -> dict[str, Any] | None:
-        """A direct read from the manager (None when it has no such object); ApiError otherwise."""
-        return await read_object(self.client, self.info, namespace, name)
-
-    async def lookup(self, namespace: str | None, name: str, *, direct: bool = False) -> dict[str, Any] | None:
-        """The manager's object: the cache first (unless ``direct``), a direct read on a miss."""
-        if not direct:
-            obj = self.get(namespace, name)
-            if obj is not None:
-                self._hits.inc()
-                return obj
-        obj = await self.fetch(namespace, name)
-        self.metrics.cache_reads.labels(self.policy, "direct" if obj is not None else "absent").inc()
-        return obj  # not cached: the watch delivers it (a deleted object could otherwise linger)
 
     # -- keeping current ---------------------------------------------------------------------
     def start(self) -> None:

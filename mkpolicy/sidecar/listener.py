@@ -19,7 +19,6 @@ import logging
 import ssl
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from mkpolicy.sidecar.conn import Connection
 from mkpolicy.sidecar.http1 import (
@@ -405,9 +404,3 @@ class Listener:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 1.0)
             self._server = None
-
-
-def client_address(exchange: Exchange) -> Any:
-    """The client's address (for logs)."""
-    transport = exchange.conn.transport
-    return transport.get_extra_info("peername") if transport is not None else None

@@ -14,7 +14,7 @@ import hashlib
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -66,11 +66,6 @@ class PolicySet:
         """The policy for ``group``'s ``resource`` (any version), or None."""
         return self._index.get((group, resource))
 
-    @property
-    def gvks(self) -> set[GVK]:
-        """The kinds the set transforms."""
-        return {e.adapter.gvk for e in self.entries}
-
 
 class ReloadError(MkpolicyError):
     """A policy set was rejected; ``reason`` is load, compile or discovery."""
@@ -118,6 +113,22 @@ def compile_directory(directory: str) -> list[Adapter]:
     return adapters
 
 
+def split_wire(adapters: Iterable[Adapter]) -> tuple[list[Adapter], list[tuple[Adapter, str]]]:
+    """The adapters the wire carries, and (adapter, why) for each one stock Kueue cannot carry.
+
+    The sidecar skips the latter (valid policies, just not for the wire); ``--check`` lists them.
+    """
+    carried: list[Adapter] = []
+    skipped: list[tuple[Adapter, str]] = []
+    for adapter in adapters:
+        reason = generic_adapter_gap(adapter.policy)
+        if reason is None:
+            carried.append(adapter)
+        else:
+            skipped.append((adapter, reason))
+    return carried, skipped
+
+
 Resolver = Callable[[GVK], Awaitable[ResourceInfo]]
 OnChange = Callable[[PolicySet], Awaitable[None]]
 
@@ -136,6 +147,9 @@ class PolicyStore:
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self._seen = ""
+        #: (digest, adapters) of the last directory compiled: a retry of pending kinds or of a
+        #: failed discovery redoes the look-ups only, not the (CPU-heavy) compilation.
+        self._compiled: tuple[str, list[Adapter]] | None = None
 
     async def reload(self, *, force: bool = False) -> bool:
         """Load the directory if it changed; True when a new set became active.
@@ -150,13 +164,15 @@ class PolicyStore:
                 return False
             self._seen = digest
             try:
-                adapters = await loop.run_in_executor(None, compile_directory, self.directory)
-                entries, pending, skipped = [], [], []
-                for adapter in adapters:
-                    reason = generic_adapter_gap(adapter.policy)
-                    if reason is not None:
-                        skipped.append(f"{adapter.name} ({adapter.gvk}): {reason}")
-                        continue
+                if self._compiled is not None and self._compiled[0] == digest:
+                    adapters = self._compiled[1]
+                else:
+                    adapters = await loop.run_in_executor(None, compile_directory, self.directory)
+                    self._compiled = (digest, adapters)
+                carried, gaps = split_wire(adapters)
+                skipped = [f"{adapter.name} ({adapter.gvk}): {reason}" for adapter, reason in gaps]
+                entries, pending = [], []
+                for adapter in carried:
                     info = await self._info(adapter)
                     if info is None:
                         pending.append(f"{adapter.name} ({adapter.gvk}): the manager cluster does not serve this kind")

@@ -7,10 +7,8 @@ stopped with ``await sidecar.stop()``; ``mkpolicy sidecar`` runs it until SIGTER
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
-import signal
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -95,13 +93,16 @@ class Sidecar:
         return self._store.active
 
     async def manager_object(self, entry: Entry, namespace: str | None, name: str) -> dict[str, Any] | None:
-        """The manager's object for a policy kind: watch cache (or direct read, see manager.reads)."""
-        cache = self._caches.get(entry.adapter.gvk)
-        if cache is None:  # a policy set being swapped in or out: read it directly
-            assert self._manager is not None
-            return await read_object(self._manager, entry.info, namespace, name)
-        direct = self.config.manager.reads == "direct"
-        return await cache.lookup(namespace if entry.info.namespaced else None, name, direct=direct)
+        """The manager's object for a policy kind: the watch cache, else a direct read."""
+        found = self.cached_manager_object(entry, namespace, name)
+        if found is not None:
+            return found
+        # No cache (manager.reads: direct, or a policy set being swapped in) or a miss. The object
+        # read is not cached: the watch delivers it (a deleted object could otherwise linger).
+        assert self._manager is not None
+        obj = await read_object(self._manager, entry.info, namespace, name)
+        self.metrics.cache_reads.labels(entry.name, "direct" if obj is not None else "absent").inc()
+        return obj
 
     async def offload(self, key: object, fn: Callable[..., T], *args: Any, items: int = 1) -> T:
         """Run policy work ``fn(*args)`` on ``items`` objects for the adapter ``key`` (inline when proven fast)."""
@@ -123,7 +124,7 @@ class Sidecar:
         A hit is counted unless ``count`` is False (see :meth:`count_cache_hits`).
         """
         cache = self._caches.get(entry.adapter.gvk)
-        if cache is None or self.config.manager.reads == "direct":
+        if cache is None:
             return None
         obj = cache.get(namespace if entry.info.namespaced else None, name)
         if obj is not None and count:
@@ -155,11 +156,11 @@ class Sidecar:
         return self.credentials.kubeconfig(worker, self.endpoint(worker))
 
     def readiness(self) -> tuple[bool, list[str]]:
-        """(ready, checks): a policy set is active, every manager cache synced, not shutting down."""
+        """(ready, checks): a policy set is active, every manager cache synced (if any), not shutting down."""
         checks: list[str] = []
         active = self._store.active
         checks.append("ok policies" if active is not None else f"fail policies: {self._store.last_error or 'loading'}")
-        if active is not None:
+        if active is not None and self.config.manager.reads == "cache":  # direct reads: no cache to wait for
             names = {e.adapter.gvk: e.name for e in active.entries}
             for gvk, name in sorted(names.items()):
                 cache = self._caches.get(gvk)
@@ -271,19 +272,6 @@ class Sidecar:
         self._started = False
         log.info("sidecar stopped")
 
-    async def run(self, stop: asyncio.Event | None = None) -> None:
-        """Start, serve until SIGTERM/SIGINT (or ``stop``), then shut down gracefully."""
-        stop = stop or asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, stop.set)
-        await self.start()
-        try:
-            await stop.wait()
-        finally:
-            await self.stop()
-
     # -- policies and caches ---------------------------------------------------------------------
     async def _resolve(self, gvk: GVK) -> ResourceInfo:
         assert self._manager is not None
@@ -291,6 +279,8 @@ class Sidecar:
 
     async def _policies_changed(self, new: PolicySet) -> None:
         assert self._manager is not None
+        if self.config.manager.reads == "direct":
+            return  # every read goes to the manager: no watch cache to keep (nor list and watch for)
         wanted = {e.adapter.gvk: e for e in new.entries}
         for gvk in [g for g in self._caches if g not in wanted]:
             await self._caches.pop(gvk).stop()

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import re
+import typing
 from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
 
 from mkpolicy.cli.main import build_parser
-from mkpolicy.sidecar.config import SidecarConfig
+from mkpolicy.sidecar.config import SidecarConfig, Worker
 from mkpolicy.sidecar.metrics import Metrics
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,8 +40,28 @@ def test_files_exist() -> None:
         assert (ROOT / path).exists(), path
 
 
+def _model(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model in a field's annotation (``X``, ``X | None``, ``list[X]``), or None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+#: Config paths the docs name (``kubeconfig.*`` is a worker's), with an optional ``: value``.
+CONFIG_PATH = r"`((?:listen|ops|manager|state|shutdown|reload|logging|kubeconfig)\.[a-zA-Z_.]+)(?::[^`]*)?`"
+
+
 def test_config_fields_exist() -> None:
-    fields = {info.alias or name for name, info in SidecarConfig.model_fields.items()}
-    for dotted in re.findall(r"`((?:listen|ops|manager|state|shutdown|reload|kubeconfig)\.[a-zA-Z.]+)`", DOC):
-        head = dotted.split(".")[0]
-        assert head in fields or head == "kubeconfig", dotted
+    paths = set(re.findall(CONFIG_PATH, DOC))
+    assert {"kubeconfig.file", "kubeconfig.secret", "manager.reads", "listen.basePort"} <= paths
+    for dotted in sorted(paths):
+        model: type[BaseModel] | None = Worker if dotted.startswith("kubeconfig.") else SidecarConfig
+        for part in dotted.split("."):
+            assert model is not None, f"{dotted}: {part} is under a field that has no fields"
+            fields = {info.alias or name: info for name, info in model.model_fields.items()}
+            assert part in fields, f"{dotted}: {model.__name__} has no field {part}"
+            model = _model(fields[part].annotation)

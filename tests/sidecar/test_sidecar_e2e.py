@@ -472,6 +472,10 @@ def test_direct_manager_reads(tmp_path: Path) -> None:
                     for source in ("cache", "direct")
                 }
                 assert reads["cache"] == 0 and reads["direct"] == 2  # the create, the status read
+                # no watch cache: nothing listed or watched on the manager, readiness waits for none
+                assert sidecar._caches == {}
+                assert metric(sidecar, "mkpolicy_sidecar_manager_cache_relists_total", policy="tekton-pipelinerun") == 0
+                assert not any(c.startswith("ok cache") for c in sidecar.readiness()[1])
 
         asyncio.run(scenario())
 

@@ -44,34 +44,35 @@ def test_request_head_fields_and_framing() -> None:
 
 
 @pytest.mark.parametrize(
-    ("raw", "code"),
+    ("raw", "code", "message"),
     [
-        (req("Host : x"), 400),  # whitespace before the colon
-        (req("Host: x", " folded"), 400),  # obsolete line folding
-        (req("Bad\nHeader: x"), 400),  # bare LF
-        (req("X: a\rb"), 400),  # bare CR
-        (req("X: a\0b"), 400),
-        (req("Content-Length: 1", "Transfer-Encoding: chunked"), 400),
-        (req("Content-Length: 1", "Content-Length: 2"), 400),
-        (req("Content-Length: -1"), 400),
-        (req("Content-Length: 0x10"), 400),
-        (req("Transfer-Encoding: gzip, chunked"), 501),
-        (req("Transfer-Encoding: chunked, chunked"), 501),
-        (req(start="GET / HTTP/1.0"), 505),
-        (req(start="GET / HTTP/2.0"), 505),
-        (req(start="GET / HTTP/1.1 extra"), 400),
-        (req(start="GET /a b HTTP/1.1"), 400),
-        (req(start="GET /a\x7f HTTP/1.1"), 400),
-        (req(start="GET\t/ HTTP/1.1"), 400),
-        (req(start="OPTIONS * HTTP/1.1"), 400),
-        (req(start="G(T / HTTP/1.1"), 400),
-        (b"GET / HTTP/1.1\r\nHost: x\r\n", 400),  # incomplete
+        (req("Host : x"), 400, "malformed header line 'Host : x'"),  # whitespace before the colon
+        (req("Host: x", " folded"), 400, "malformed header line ' folded'"),  # obsolete line folding
+        (req("Bad\nHeader: x"), 400, "malformed header line 'Bad\\nHeader: x'"),  # bare LF
+        (req("X: a\rb"), 400, "malformed header line 'X: a\\rb'"),  # bare CR
+        (req("X: a\0b"), 400, "malformed header line 'X: a\\x00b'"),
+        (req("Content-Length: 1", "Transfer-Encoding: chunked"), 400, "both Transfer-Encoding and Content-Length"),
+        (req("Content-Length: 1", "Content-Length: 2"), 400, "conflicting Content-Length values: '1, 2'"),
+        (req("Content-Length: -1"), 400, "invalid Content-Length '-1'"),
+        (req("Content-Length: 0x10"), 400, "invalid Content-Length '0x10'"),
+        (req("Transfer-Encoding: gzip, chunked"), 501, "unsupported Transfer-Encoding 'gzip, chunked'"),
+        (req("Transfer-Encoding: chunked, chunked"), 501, "unsupported Transfer-Encoding 'chunked, chunked'"),
+        (req(start="GET / HTTP/1.0"), 505, "HTTP/1.0 is not supported"),
+        (req(start="GET / HTTP/2.0"), 505, "HTTP/2.0 is not supported"),
+        (req(start="GET / HTTP/1.1 extra"), 400, "malformed request line 'GET / HTTP/1.1 extra'"),
+        (req(start="GET /a b HTTP/1.1"), 400, "malformed request line 'GET /a b HTTP/1.1'"),
+        (req(start="GET /a\x7f HTTP/1.1"), 400, "malformed request line 'GET /a\\x7f HTTP/1.1'"),
+        (req(start="GET\t/ HTTP/1.1"), 400, "malformed request line 'GET\\t/ HTTP/1.1'"),
+        (req(start="OPTIONS * HTTP/1.1"), 400, "unsupported request target '*'"),
+        (req(start="G(T / HTTP/1.1"), 400, "malformed request line 'G(T / HTTP/1.1'"),
+        (b"GET / HTTP/1.1\r\nHost: x\r\n", 400, "incomplete message head"),  # incomplete
     ],
 )
-def test_request_heads_that_could_be_read_two_ways_are_refused(raw: bytes, code: int) -> None:
+def test_request_heads_that_could_be_read_two_ways_are_refused(raw: bytes, code: int, message: str) -> None:
     with pytest.raises(HttpError) as info:
         parse_request_head(raw)
     assert info.value.code == code
+    assert message in info.value.message, info.value.message
 
 
 def test_response_head_framing() -> None:

@@ -6,11 +6,13 @@ import asyncio
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from mkpolicy.kube.client import ApiError, ResourceInfo
 from mkpolicy.policy import GVK
+from mkpolicy.sidecar import policies
 from mkpolicy.sidecar.metrics import Metrics
 from mkpolicy.sidecar.policies import PolicySet, PolicyStore, ReloadError, fingerprint
 
@@ -150,3 +152,46 @@ def test_repository_policies_only_use_what_the_wire_can_carry() -> None:
     assert "argo-workflow (Workflow.v1alpha1.argoproj.io): managedBy at /metadata/labels" in reasons
     assert "kueue-job (Job.v1.batch): Kueue adapts Job natively, not through the generic adapter" in reasons
     assert sample(metrics, "mkpolicy_sidecar_policies_skipped") == len(active.skipped) >= 10
+
+
+def test_retries_redo_the_discovery_not_the_compilation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pending kind or a failed discovery is looked up again at each check; the unchanged directory is not recompiled."""
+    shutil.copy(DATA / "tekton-policy.yaml", tmp_path / "tekton.yaml")
+    (tmp_path / "argo.yaml").write_text(ARGO.replace("argoproj.io", "unknown.example.com"))
+    compiled: list[str] = []
+    real = policies.compile_directory
+
+    def counting(directory: str) -> list[Any]:
+        compiled.append(directory)
+        return real(directory)
+
+    monkeypatch.setattr(policies, "compile_directory", counting)
+    looked_up: list[GVK] = []
+
+    async def counting_resolve(gvk: GVK) -> ResourceInfo:
+        looked_up.append(gvk)
+        return await resolve(gvk)
+
+    async def scenario() -> None:
+        store = PolicyStore(str(tmp_path), counting_resolve, Metrics())
+        assert await store.reload(force=True)
+        assert store.active is not None and len(store.active.pending) == 1
+        for _ in range(3):
+            assert not await store.reload()  # the pending kind is looked up again, still absent
+        assert len(compiled) == 1
+        assert sum(gvk.group == "unknown.example.com" for gvk in looked_up) == 4
+
+        # a discovery error: retried at each check, still without recompiling
+        (tmp_path / "argo.yaml").write_text(ARGO.replace("argoproj.io", "unreachable.example.com"))
+        for _ in range(3):
+            with pytest.raises(ReloadError) as info:
+                await store.reload()
+            assert info.value.reason == "discovery"
+        assert len(compiled) == 2
+        assert sum(gvk.group == "unreachable.example.com" for gvk in looked_up) == 3
+
+        (tmp_path / "argo.yaml").write_text(ARGO)
+        assert await store.reload()
+        assert len(compiled) == 3 and store.active.lookup("argoproj.io", "workflows") is not None
+
+    asyncio.run(scenario())
