@@ -46,12 +46,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 from mkpolicy.errors import Location, MkpolicyError, PolicyError
+from mkpolicy.policy.gvk import DNS_SUBDOMAIN
 
 API_VERSION = "mkpolicy.io/v1alpha1"
 KIND = "SidecarConfig"
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 
 
@@ -139,9 +139,7 @@ class SecretRef(_Model):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if len(value) > 253 or not _DNS_SUBDOMAIN.match(value):
-            raise ValueError(f"expected a Secret name (DNS-1123 subdomain); found {value!r}")
-        return value
+        return _subdomain(value, "a Secret name")
 
     @field_validator("key")
     @classmethod
@@ -179,9 +177,7 @@ class Worker(_Model):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if len(value) > 253 or not _DNS_SUBDOMAIN.match(value):
-            raise ValueError(f"expected a MultiKueueCluster name (DNS-1123 subdomain); found {value!r}")
-        return value
+        return _subdomain(value, "a MultiKueueCluster name")
 
     @field_validator("port")
     @classmethod
@@ -191,9 +187,7 @@ class Worker(_Model):
     @field_validator("wire_secret")
     @classmethod
     def _wire_secret(cls, value: str | None) -> str | None:
-        if value is not None and (len(value) > 253 or not _DNS_SUBDOMAIN.match(value)):
-            raise ValueError(f"expected a Secret name (DNS-1123 subdomain); found {value!r}")
-        return value
+        return None if value is None else _subdomain(value, "a Secret name")
 
 
 class State(_Model):
@@ -303,7 +297,7 @@ def load_config(path: str) -> SidecarConfig:
     try:
         return SidecarConfig.model_validate(doc.data)
     except ValidationError as exc:
-        problems = [_problem(err, doc.source, doc.data) for err in exc.errors(include_url=False)]
+        problems = [_problem(err, doc.source) for err in exc.errors(include_url=False)]
         first = problems[0]
         summary = first.message if len(problems) == 1 else f"{len(problems)} problems in the sidecar config"
         raise ConfigError(summary, first.location, [p.report() for p in problems]) from None
@@ -319,6 +313,12 @@ def config_from_dict(data: dict[str, Any]) -> SidecarConfig:
         raise ConfigError(message, None, [f"error: {m}" for m in found]) from None
 
 
+def _subdomain(value: str, what: str) -> str:
+    if len(value) > 253 or not DNS_SUBDOMAIN.match(value):
+        raise ValueError(f"expected {what} (DNS-1123 subdomain); found {value!r}")
+    return value
+
+
 def _dotted(loc: tuple[Any, ...]) -> str:
     out = ""
     for seg in loc:
@@ -326,21 +326,8 @@ def _dotted(loc: tuple[Any, ...]) -> str:
     return out or "config"
 
 
-def _problem(err: Any, source: Any, data: Any) -> ConfigError:
-    loc = tuple(err.get("loc", ()))
-    # pydantic reports Python names; map each segment back to the YAML key.
-    path: list[str | int] = []
-    cur = data
-    for seg in loc:
-        key: str | int = seg
-        if isinstance(seg, str) and isinstance(cur, dict) and seg not in cur and to_camel(seg) in cur:
-            key = to_camel(seg)
-        path.append(key)
-        cur = (
-            cur.get(key)
-            if isinstance(cur, dict)
-            else (cur[key] if isinstance(cur, list) and isinstance(key, int) and key < len(cur) else None)
-        )
+def _problem(err: Any, source: Any) -> ConfigError:
+    path = list(err.get("loc", ()))  # YAML keys: pydantic reports errors by alias
     where = _dotted(tuple(path))
     kind = err.get("type", "")
     msg = str(err.get("msg", "invalid value"))
