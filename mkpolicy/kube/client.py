@@ -12,12 +12,11 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
-from urllib.parse import quote
 
 import aiohttp
 
 from mkpolicy.errors import Location, MkpolicyError
-from mkpolicy.kube.rest import RestConfig, TokenSource
+from mkpolicy.kube.rest import RestConfig, TokenSource, resource_path
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -75,26 +74,6 @@ class ResourceInfo:
     def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
         """The REST path of the collection, an object or its subresource."""
         return resource_path(self.group, self.version, self.resource, namespace, name, subresource)
-
-
-def resource_path(
-    group: str,
-    version: str,
-    resource: str,
-    namespace: str | None = None,
-    name: str | None = None,
-    subresource: str | None = None,
-) -> str:
-    """``/apis/{group}/{version}[/namespaces/{ns}]/{resource}[/{name}[/{subresource}]]``."""
-    path = f"/apis/{group}/{version}" if group else f"/api/{version}"
-    if namespace:
-        path += f"/namespaces/{quote(namespace, safe='')}"
-    path += f"/{resource}"
-    if name:
-        path += f"/{quote(name, safe='')}"
-        if subresource:
-            path += f"/{subresource}"
-    return path
 
 
 class KubeClient:

@@ -12,6 +12,7 @@ import ssl
 import tempfile
 import time
 from dataclasses import dataclass, field
+from urllib.parse import quote
 
 from mkpolicy.errors import Location, MkpolicyError
 
@@ -145,3 +146,23 @@ class TokenSource:
         """``Authorization`` header for the current token (empty without one)."""
         token = self.token()
         return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def resource_path(
+    group: str,
+    version: str,
+    resource: str,
+    namespace: str | None = None,
+    name: str | None = None,
+    subresource: str | None = None,
+) -> str:
+    """``/apis/{group}/{version}[/namespaces/{ns}]/{resource}[/{name}[/{subresource}]]``."""
+    path = f"/apis/{group}/{version}" if group else f"/api/{version}"
+    if namespace:
+        path += f"/namespaces/{quote(namespace, safe='')}"
+    path += f"/{resource}"
+    if name:
+        path += f"/{quote(name, safe='')}"
+        if subresource:
+            path += f"/{subresource}"
+    return path

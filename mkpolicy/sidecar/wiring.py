@@ -12,8 +12,9 @@ import base64
 import logging
 from typing import Any, Literal
 
-from mkpolicy.kube.client import ApiError, KubeClient, resource_path
+from mkpolicy.kube.client import ApiError, KubeClient
 from mkpolicy.kube.kubeconfig import KUBECONFIG_SECRET_KEY
+from mkpolicy.kube.rest import resource_path
 from mkpolicy.sidecar.config import ConfigError, Worker
 from mkpolicy.sidecar.logs import fields
 

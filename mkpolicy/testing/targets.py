@@ -483,15 +483,10 @@ class _Resource:
         return f"{self.group}/{self.version}" if self.group else self.version
 
     def path(self, namespace: str | None = None, name: str = "", subresource: str = "") -> str:
-        out = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        if self.namespaced and namespace:
-            out += f"/namespaces/{quote(namespace, safe='')}"
-        out += f"/{self.plural}"
-        if name:
-            out += f"/{quote(name, safe='')}"
-            if subresource:
-                out += f"/{subresource}"
-        return out
+        from mkpolicy.kube.rest import resource_path
+
+        ns = namespace if self.namespaced else None
+        return resource_path(self.group, self.version, self.plural, ns, name or None, subresource or None)
 
 
 # -- one real cluster -------------------------------------------------------------------------------------
