@@ -153,9 +153,9 @@ class Upstream:
             dropped = dropped | {t.strip().lower() for v in connection for t in v.split(",")}
         lines = [f"{method} {self.prefix}{target} HTTP/1.1", f"Host: {self.authority}"]
         lines.extend(f"{name}: {value}" for name, value in headers if name.lower() not in dropped)
-        token = self._tokens.token()
-        if token:
-            lines.append(f"Authorization: Bearer {token}")
+        authorization = self._tokens.authorization()
+        if authorization:
+            lines.append(f"Authorization: {authorization}")
         if reencoded:
             lines.append("Accept: application/json")
         lines.extend(f"{name}: {value}" for name, value in extra)
