@@ -118,7 +118,16 @@ def other_user_with_exec() -> dict[str, Any]:
         with_cluster(server="https://API.Example.com:6443"),
         other_user_with_exec(),
     ],
-    ids=["http", "system-roots", "client-cert-files", "user-info", "http-proxy", "socks5-proxy", "upper-case", "unused-user"],
+    ids=[
+        "http",
+        "system-roots",
+        "client-cert-files",
+        "user-info",
+        "http-proxy",
+        "socks5-proxy",
+        "upper-case",
+        "unused-user",
+    ],
 )
 def test_what_kueue_accepts(config: dict[str, Any]) -> None:
     assert kueue_violations(config) == []

@@ -175,6 +175,7 @@ def test_serve_wire_sigterm_unwire(tmp_path: Path) -> None:
                 "manager": {"kubeconfig": str(env.kubeconfigs["manager"])},
                 "workers": [{"name": w, "kubeconfig": {"secret": {"name": f"{w}-secret"}}} for w in WORKERS],
                 "shutdown": {"gracePeriodSeconds": 3},
+                "state": {"dir": str(tmp_path / "state")},
             },
         )
         policies = policy_dir(tmp_path, TEKTON)
@@ -260,6 +261,7 @@ def test_invalid_policies_at_start_exit_1(tmp_path: Path) -> None:
                 "ops": {"port": 0},
                 "manager": {"kubeconfig": str(env.kubeconfigs["manager"])},
                 "workers": [{"name": "worker1", "kubeconfig": {"file": str(env.kubeconfigs["worker1"])}}],
+                "state": {"dir": None},
             },
         )
         proc = mkpolicy_cmd("sidecar", "--policies", str(policies), "--config", str(config))

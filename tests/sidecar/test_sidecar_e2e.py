@@ -403,7 +403,10 @@ def test_ops_endpoints(tmp_path: Path) -> None:
     with clusters(tmp_path) as env:
 
         async def scenario() -> None:
-            async with running(env.config(), policy_dir(tmp_path, TEKTON)) as sidecar, kueue(env, sidecar) as driver:
+            async with (
+                running(env.config(manager={"reads": "cache"}), policy_dir(tmp_path, TEKTON)) as sidecar,
+                kueue(env, sidecar) as driver,
+            ):
                 env.manager.create(pipelinerun("run-1", env.ns))
                 await driver.sync_job("worker1", env.ns, "run-1", "wl-1")
                 base = f"http://127.0.0.1:{sidecar.ops_port}"
