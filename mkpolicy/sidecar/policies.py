@@ -23,7 +23,8 @@ from mkpolicy.engine import Adapter, compile
 from mkpolicy.errors import MkpolicyError, PolicyError
 from mkpolicy.kube.client import ApiError, ResourceInfo
 from mkpolicy.policy import GVK, load
-from mkpolicy.policy.kueue import generic_adapter_gap
+from mkpolicy.policy.kueue import wire_gap
+from mkpolicy.sidecar.kueueconfig import KueueInfo
 from mkpolicy.sidecar.logs import fields
 from mkpolicy.sidecar.metrics import Metrics
 
@@ -54,6 +55,8 @@ class PolicySet:
     fingerprint: str
     #: Policies whose kind the manager does not serve (yet): "name (GVK): why". Retried.
     pending: tuple[str, ...] = ()
+    #: The kinds of the pending policies: their creations are refused until they resolve.
+    pending_kinds: tuple[GVK, ...] = ()
     #: Valid policies stock Kueue cannot send through the wire: "name (GVK): why". Not used.
     skipped: tuple[str, ...] = ()
     loaded_at: float = field(default_factory=time.time)
@@ -65,6 +68,17 @@ class PolicySet:
     def lookup(self, group: str, resource: str) -> Entry | None:
         """The policy for ``group``'s ``resource`` (any version), or None."""
         return self._index.get((group, resource))
+
+    def pending_in(self, group: str) -> bool:
+        """Whether a pending policy's kind is in ``group``."""
+        return any(g.group == group for g in self.pending_kinds)
+
+    def pending_policy(self, group: str, kind: str) -> str | None:
+        """The pending-policy line of ``group``'s ``kind``, or None."""
+        for gvk, line in zip(self.pending_kinds, self.pending, strict=True):
+            if (gvk.group, gvk.kind) == (group, kind):
+                return line
+        return None
 
 
 class ReloadError(MkpolicyError):
@@ -113,15 +127,25 @@ def compile_directory(directory: str) -> list[Adapter]:
     return adapters
 
 
-def split_wire(adapters: Iterable[Adapter]) -> tuple[list[Adapter], list[tuple[Adapter, str]]]:
+def split_wire(
+    adapters: Iterable[Adapter], kueue: KueueInfo | None = None
+) -> tuple[list[Adapter], list[tuple[Adapter, str]]]:
     """The adapters the wire carries, and (adapter, why) for each one stock Kueue cannot carry.
 
-    The sidecar skips the latter (valid policies, just not for the wire); ``--check`` lists them.
+    A kind Kueue adapts natively is skipped when that integration is enabled in Kueue's
+    Configuration (``kueue``; unknown: every integration counts as enabled), since Kueue's
+    own adapter then sends it. The sidecar skips the others too (valid policies, just not
+    for the wire); ``--check`` lists them.
     """
+    info = kueue if kueue is not None else KueueInfo()
     carried: list[Adapter] = []
     skipped: list[tuple[Adapter, str]] = []
     for adapter in adapters:
-        reason = generic_adapter_gap(adapter.policy)
+        native = info.native_integration(adapter.gvk)
+        reason = wire_gap(adapter.policy)
+        if reason is None and native is not None:
+            known = "is enabled" if info.integrations is not None else "may be enabled (Kueue's configuration unread)"
+            reason = f"Kueue's integration {native} {known}: its own adapter sends {adapter.gvk.kind}"
         if reason is None:
             carried.append(adapter)
         else:
@@ -143,6 +167,8 @@ class PolicyStore:
         self.on_change = on_change
         self.active: PolicySet | None = None
         self.last_error: str | None = None
+        #: What Kueue is configured with (its integrations decide which native kinds are skipped).
+        self.kueue: KueueInfo | None = None
         self._resolved: dict[GVK, ResourceInfo] = {}
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
@@ -169,13 +195,14 @@ class PolicyStore:
                 else:
                     adapters = await loop.run_in_executor(None, compile_directory, self.directory)
                     self._compiled = (digest, adapters)
-                carried, gaps = split_wire(adapters)
+                carried, gaps = split_wire(adapters, self.kueue)
                 skipped = [f"{adapter.name} ({adapter.gvk}): {reason}" for adapter, reason in gaps]
-                entries, pending = [], []
+                entries, pending, pending_kinds = [], [], []
                 for adapter in carried:
                     info = await self._info(adapter)
                     if info is None:
                         pending.append(f"{adapter.name} ({adapter.gvk}): the manager cluster does not serve this kind")
+                        pending_kinds.append(adapter.gvk)
                     else:
                         entries.append(Entry(adapter, info))
             except ReloadError as exc:
@@ -197,7 +224,7 @@ class PolicyStore:
                 and current.pending == tuple(pending)
             ):
                 return False  # only the pending kinds were looked up again, still absent
-            new = PolicySet(tuple(entries), digest, tuple(pending), tuple(skipped))
+            new = PolicySet(tuple(entries), digest, tuple(pending), tuple(pending_kinds), tuple(skipped))
             if self.on_change is not None:
                 await self.on_change(new)
             self.active = new

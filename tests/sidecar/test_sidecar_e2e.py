@@ -393,8 +393,20 @@ def test_refusals_create_nothing(tmp_path: Path) -> None:
                         verb="create",
                         code="403",
                     )
-                    == 1
+                    == 2  # not managed, and the other version
                 )
+                # every refused creation says why on the manager's object (the Workload when it is missing)
+                await sidecar.events.flush()
+                events = {
+                    (e["involvedObject"]["kind"], e["involvedObject"]["name"], e["reason"])
+                    for e in env.manager.list("v1", "Event", namespace=env.ns)
+                }
+                assert events == {
+                    ("PipelineRun", "run-1", "BadRequest"),  # no origin label
+                    ("Workload", "wl-1", "ManagerObjectMissing"),  # no manager object: on its Workload
+                    ("PipelineRun", "local", "NotManaged"),
+                    ("Workload", "wl-1", "VersionMismatch"),  # "old" exists at no version on the manager
+                }, events
 
         asyncio.run(scenario())
 

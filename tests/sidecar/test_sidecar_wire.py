@@ -23,6 +23,7 @@ from sidecar_harness import DATA
 import mkpolicy
 from mkpolicy.kube.rest import RestConfig
 from mkpolicy.sidecar.endpoints import Credentials, load_or_create
+from mkpolicy.sidecar.events import EventRecorder
 from mkpolicy.sidecar.http1 import ChunkedScanner, RequestHead, chunk, parse_request_head
 from mkpolicy.sidecar.listener import Exchange, Listener
 from mkpolicy.sidecar.metrics import Metrics
@@ -116,6 +117,15 @@ class StubHub:
         self.origin = "multikueue"
         self.credentials: Credentials = load_or_create(None, ["w"], ["127.0.0.1"])
         self.policies: PolicySet | None = PolicySet((), "none")
+        self.events = EventRecorder(lambda: None, self.metrics)
+        self.kueue = None
+        self.failures: list[str] = []
+
+    def worker_problem(self, cluster: str) -> str | None:
+        return None
+
+    def worker_failed(self, cluster: str, message: str) -> None:
+        self.failures.append(message)
 
     async def manager_object(self, *args: Any) -> Any:
         raise AssertionError("no policy kinds here")

@@ -139,6 +139,8 @@ NAMESPACES = _builtin(
 CONFIGMAPS = _builtin("", "v1", "ConfigMap", "configmaps", short_names=("cm",))
 SECRETS = _builtin("", "v1", "Secret", "secrets", selectable=("type",))
 LEASES = _builtin("coordination.k8s.io", "v1", "Lease", "leases")
+EVENTS = _builtin("", "v1", "Event", "events", short_names=("ev",))
+DEPLOYMENTS = _builtin("apps", "v1", "Deployment", "deployments", status=True, generation=True, short_names=("deploy",))
 JOBS = _builtin(
     "batch", "v1", "Job", "jobs", status=True, categories=("all",), generation=True,
     selectable=("status.successful",), propagation="Orphan",
@@ -149,7 +151,7 @@ CRDS = _builtin(
 )  # fmt: skip
 
 #: The kinds every server serves.
-BUILTINS: tuple[ResourceType, ...] = (NAMESPACES, CONFIGMAPS, SECRETS, LEASES, JOBS, CRDS)
+BUILTINS: tuple[ResourceType, ...] = (NAMESPACES, CONFIGMAPS, SECRETS, LEASES, EVENTS, DEPLOYMENTS, JOBS, CRDS)
 
 
 class Registry:
