@@ -41,7 +41,7 @@ import aiohttp
 
 from mkpolicy.kube.client import ApiError, KubeClient
 from mkpolicy.kube.rest import resource_path
-from mkpolicy.sidecar.logs import fields
+from mkpolicy.sidecar.logs import fields, plain_error
 from mkpolicy.sidecar.metrics import Metrics
 
 log = logging.getLogger("mkpolicy.sidecar.events")
@@ -336,7 +336,7 @@ class EventRecorder:
                 delay = self.retry_sleep * (random.random() if attempt == 0 else 1.0)
                 log.warning(
                     "cannot write event; retrying",
-                    extra=fields(reason=event.reason, error=f"{type(exc).__name__}: {exc}", retry_in=round(delay, 2)),
+                    extra=fields(reason=event.reason, error=plain_error(exc), retry_in=round(delay, 2)),
                 )
                 await asyncio.sleep(delay)
         self.metrics.events.labels(event.reason, "failed").inc()

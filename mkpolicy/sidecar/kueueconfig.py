@@ -38,6 +38,7 @@ from mkpolicy.kube.client import ApiError, KubeClient
 from mkpolicy.kube.rest import resource_path
 from mkpolicy.policy import GVK
 from mkpolicy.sidecar.config import SidecarConfig
+from mkpolicy.sidecar.logs import plain_error
 
 #: The key of Kueue's ConfigMap holding its Configuration.
 CONFIG_KEY = "controller_manager_config.yaml"
@@ -283,13 +284,13 @@ async def read_kueue(client: KubeClient, config: SidecarConfig) -> KueueInfo:
         else:
             info.unread.append(f"{where} has no key {CONFIG_KEY}")
     except (ApiError, aiohttp.ClientError, OSError, TimeoutError) as exc:
-        info.unread.append(f"cannot read {where}: {exc}")
+        info.unread.append(f"cannot read {where}: {plain_error(exc)}")
     where = f"Deployment {ns}/{cfg.deployment}"
     try:
         deployment = await client.get(resource_path("apps", "v1", "deployments", ns, cfg.deployment))
         parse_deployment(deployment, info)
     except (ApiError, aiohttp.ClientError, OSError, TimeoutError) as exc:
-        info.unread.append(f"cannot read {where}: {exc}")
+        info.unread.append(f"cannot read {where}: {plain_error(exc)}")
     if info.version is None and cfg.version is not None:
         info.version = parse_version(cfg.version)
     gate = "WorkloadIdentifierAnnotations"

@@ -25,7 +25,7 @@ from mkpolicy.kube.client import ApiError, ResourceInfo
 from mkpolicy.policy import GVK, load
 from mkpolicy.policy.kueue import wire_gap
 from mkpolicy.sidecar.kueueconfig import KueueInfo
-from mkpolicy.sidecar.logs import fields
+from mkpolicy.sidecar.logs import fields, plain_error
 from mkpolicy.sidecar.metrics import Metrics
 
 log = logging.getLogger("mkpolicy.sidecar.policies")
@@ -254,10 +254,13 @@ class PolicyStore:
             except ApiError as exc:
                 if exc.status == 404:
                     return None
-                raise ReloadError("discovery", f"policy {adapter.name}: discovery of {gvk} failed: {exc}") from None
+                raise ReloadError(
+                    "discovery", f"policy {adapter.name}: discovery of {gvk} failed: {plain_error(exc)}"
+                ) from None
             except (TimeoutError, OSError, aiohttp.ClientError) as exc:
                 raise ReloadError(
-                    "discovery", f"policy {adapter.name}: cannot reach the manager cluster to find {gvk}: {exc}"
+                    "discovery",
+                    f"policy {adapter.name}: cannot reach the manager cluster to find {gvk}: {plain_error(exc)}",
                 ) from None
         return self._resolved[gvk]
 
@@ -282,4 +285,4 @@ class PolicyStore:
             except ReloadError:
                 pass  # logged and counted; the last good set stays active
             except Exception as exc:  # never let the reload loop die
-                log.exception("policy reload failed", extra=fields(error=str(exc)))
+                log.exception("policy reload failed", extra=fields(error=plain_error(exc)))

@@ -47,11 +47,11 @@ from mkpolicy.sidecar.forward import Forwarder
 from mkpolicy.sidecar.http1 import RequestHead
 from mkpolicy.sidecar.kueueconfig import KueueInfo
 from mkpolicy.sidecar.listener import READ_TIMEOUT, Exchange
-from mkpolicy.sidecar.logs import fields
+from mkpolicy.sidecar.logs import fields, plain_error
 from mkpolicy.sidecar.metrics import Metrics
 from mkpolicy.sidecar.paths import Target, parse_target
 from mkpolicy.sidecar.policies import Entry, PolicySet
-from mkpolicy.sidecar.relay import describe, ref, relay_error, respond_json
+from mkpolicy.sidecar.relay import ref, relay_error, respond_json
 from mkpolicy.sidecar.status import StatusError
 from mkpolicy.sidecar.transform import Outcome, context_of, measure, rewrite_status, worker_copy
 from mkpolicy.sidecar.upstream import Upstream, WorkerConnection
@@ -509,7 +509,7 @@ class WorkerEndpoint:
             raise StatusError(
                 503,
                 f"mkpolicy sidecar: cannot read {entry.adapter.gvk.kind} {ref(namespace, name)} "
-                f"from the manager: {describe(exc)}",
+                f"from the manager: {plain_error(exc)}",
             ) from None
 
     async def _manager_or_none(self, entry: Entry, namespace: str | None, name: str) -> dict[str, Any] | None:

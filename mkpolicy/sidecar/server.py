@@ -27,7 +27,7 @@ from mkpolicy.sidecar.events import EventRecorder
 from mkpolicy.sidecar.execution import Evaluator
 from mkpolicy.sidecar.kueueconfig import Finding, KueueInfo, policy_findings, port_findings, read_kueue, sidecar_ports
 from mkpolicy.sidecar.listener import Listener
-from mkpolicy.sidecar.logs import fields
+from mkpolicy.sidecar.logs import fields, plain_error
 from mkpolicy.sidecar.metrics import Metrics
 from mkpolicy.sidecar.ops import ops_app
 from mkpolicy.sidecar.policies import Entry, PolicySet, PolicyStore, ReloadError
@@ -357,7 +357,7 @@ class Sidecar:
             try:
                 secret = await multikueue_secret(self._manager, worker)
             except (ConfigError, ApiError, aiohttp.ClientError, OSError) as exc:
-                message = exc.message if isinstance(exc, ConfigError | ApiError) else str(exc)
+                message = plain_error(exc)
                 self._wiring_problems[worker.name] = message
                 log.error("cannot wire", extra=fields(cluster=worker.name, error=message))
                 out[worker.name] = f"not wired: {message}"
@@ -384,8 +384,8 @@ class Sidecar:
                 self.own_endpoints(),
             )
         except (ApiError, aiohttp.ClientError, OSError) as exc:
-            self._wiring_problems[worker] = f"cannot write Secret {secret}: {exc}"
-            log.error("cannot wire", extra=fields(cluster=worker, secret=secret, error=str(exc)))
+            self._wiring_problems[worker] = f"cannot write Secret {secret}: {plain_error(exc)}"
+            log.error("cannot wire", extra=fields(cluster=worker, secret=secret, error=plain_error(exc)))
             return None
         self._wiring_problems.pop(worker, None)
         return result

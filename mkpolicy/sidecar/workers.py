@@ -35,7 +35,7 @@ from mkpolicy.kube.client import ApiError, Gone, KubeClient
 from mkpolicy.kube.kubeconfig import KUBECONFIG_SECRET_KEY, KubeconfigError, parse_kubeconfig, rest_config
 from mkpolicy.kube.rest import RestConfig, RestConfigError
 from mkpolicy.sidecar.config import Worker
-from mkpolicy.sidecar.logs import fields
+from mkpolicy.sidecar.logs import fields, plain_error
 from mkpolicy.sidecar.metrics import Metrics
 from mkpolicy.sidecar.upstream import Upstream
 from mkpolicy.sidecar.wiring import secret_path, split_secret
@@ -127,7 +127,7 @@ class WorkerLink:
             return False
         except (RestConfigError, ValueError) as exc:
             self.metrics.kubeconfig_reloads.labels(self.name, "refused").inc()
-            self._refuse(f"{self.source}: {exc}", read=False)
+            self._refuse(f"{self.source}: {plain_error(exc)}", read=False)
             return False
         self.problem = None
         self.failure = None
@@ -153,7 +153,7 @@ class WorkerLink:
         try:
             secret = await client.get(secret_path(self.namespace, source.secret.name))
         except (ApiError, aiohttp.ClientError, OSError, TimeoutError) as exc:
-            self._refuse(f"cannot read {self.source}: {exc}")
+            self._refuse(f"cannot read {self.source}: {plain_error(exc)}")
             return
         self.on_secret(secret)
 
@@ -239,7 +239,7 @@ class WorkerLink:
                 failures += 1
                 log.warning(
                     "cannot watch the worker's Secret; retrying",
-                    extra=fields(cluster=self.name, secret=name, error=str(exc), retry_in=delay),
+                    extra=fields(cluster=self.name, secret=name, error=plain_error(exc), retry_in=delay),
                 )
                 await asyncio.sleep(delay)
 
