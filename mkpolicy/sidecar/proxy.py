@@ -29,6 +29,7 @@ that a job Kueue keeps retrying says why.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -349,12 +350,15 @@ class WorkerEndpoint:
                 f"mkpolicy sidecar: {message}",
                 details={"name": name, "group": gvk.group, "kind": entry.info.resource},
             )
-        try:
-            worker = await self._timed(entry, "create", worker_copy, entry.adapter, manager, body, self.cluster)
-        except StatusError as exc:
-            why = {403: "NotManaged", 400: "BadRequest"}.get(exc.code, "CreationFailed")
-            self._refused(entry.name, why, self._ref(entry, manager, namespace, name, workload), exc.message)
-            raise
+        obj, outcome, seconds = await self.hub.offload(
+            entry.adapter, measure, worker_copy, entry.adapter, manager, body, self.cluster
+        )
+        if isinstance(obj, StatusError):
+            self._count(entry, "create", outcome, seconds)
+            why = {403: "NotManaged", 400: "BadRequest"}.get(obj.code, "CreationFailed")
+            self._refused(entry.name, why, self._ref(entry, manager, namespace, name, workload), obj.message)
+            raise obj
+        worker: dict[str, Any] = obj
         data = json.dumps(worker, separators=(",", ":")).encode()
         out = self.upstream.head(
             "POST",
@@ -369,10 +373,12 @@ class WorkerEndpoint:
             message = (
                 f"{self.cluster} refused the copy made by policy {entry.name}: {resp.status} {_status_message(raw)}"
             )
-            self._count(entry, "create", Outcome("error"), 0.0, timed=False)
+            outcome.result = "error"  # the transform ran, but no copy exists: an error, not "ok"
+            self._count(entry, "create", outcome, seconds)
             self._refused(entry.name, "WorkerRefused", self._ref(entry, manager, namespace, name, workload), message)
             relay_error(exchange, resp, raw)
             return int(resp.status)
+        self._count(entry, "create", outcome, seconds)
         return await self._relay_object(exchange, conn, resp, entry, manager)
 
     async def _create_unresolved(self, exchange: Exchange, target: Target) -> int:
@@ -455,6 +461,7 @@ class WorkerEndpoint:
 
         ``manager``: the manager's object when known (a create), else read for the object.
         """
+        created = manager
         raw = await self._answer(conn, resp)
         if resp.status >= 300:
             relay_error(exchange, resp, raw)
@@ -469,9 +476,12 @@ class WorkerEndpoint:
             meta = doc.get("metadata") or {}
             if manager is None:
                 manager = await self._manager(entry, meta.get("namespace"), str(meta.get("name") or ""))
+            # The answer to a create: the copy exists whatever its status says, and Kueue reads the
+            # status from its next GET; a failing sync leaves the status out instead of failing it.
+            rewrite = rewrite_status if created is None else functools.partial(rewrite_status, strict=False)
             try:
                 doc = await self._timed(
-                    entry, "sync", rewrite_status, entry.adapter, doc, manager, self.cluster, self.hub.origin
+                    entry, "sync", rewrite, entry.adapter, doc, manager, self.cluster, self.hub.origin
                 )
             except StatusError as exc:
                 ctx = context_of(meta and {"metadata": meta}, self.cluster)
@@ -594,8 +604,8 @@ class WorkerEndpoint:
         result: dict[str, Any] = obj
         return result
 
-    def _count(self, entry: Entry, phase: str, outcome: Outcome, seconds: float, *, timed: bool = True) -> None:
-        """Count a transform (``timed``: and its duration)."""
+    def _count(self, entry: Entry, phase: str, outcome: Outcome, seconds: float) -> None:
+        """Count a transform and its duration."""
         m = self.hub.metrics
         key = (entry.name, phase, outcome.result)
         children = self._children.get(key)
@@ -606,8 +616,7 @@ class WorkerEndpoint:
             )
             self._children[key] = children
         children[0].inc()
-        if timed:
-            children[1].observe(seconds)
+        children[1].observe(seconds)
         if outcome.result == "error":
             m.transform_errors.labels(self.cluster, entry.name, phase).inc()
         if outcome.ignored:

@@ -559,5 +559,28 @@ def test_a_worker_copy_the_worker_refuses(tmp_path: Path) -> None:
                     )
                     == 1
                 )
+                # counted as an error, not as a transform that went well, and said on the job
+                labels = {"cluster": "worker1", "policy": "careless", "phase": "create"}
+                assert metric(sidecar, "mkpolicy_sidecar_transforms_total", **labels, result="error") == 1
+                assert metric(sidecar, "mkpolicy_sidecar_transforms_total", **labels, result="ok") == 0
+                assert (
+                    metric(
+                        sidecar,
+                        "mkpolicy_sidecar_refusals_total",
+                        cluster="worker1",
+                        policy="careless",
+                        reason="WorkerRefused",
+                    )
+                    == 1
+                )
+                await sidecar.events.flush()
+                [event] = env.manager.list("v1", "Event", namespace=env.ns)
+                assert (event["involvedObject"]["name"], event["reason"], event["type"]) == (
+                    "run-1",
+                    "WorkerRefused",
+                    "Warning",
+                )
+                assert event["message"].startswith("mkpolicy: worker1 refused the copy made by policy careless: 422 ")
+                assert 'spec.timeouts: Invalid value: "integer"' in event["message"]
 
         asyncio.run(scenario())
