@@ -26,6 +26,7 @@ workload name goes).
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -40,6 +41,8 @@ from mkpolicy.policy import GVK
 from mkpolicy.sidecar.config import SidecarConfig
 from mkpolicy.sidecar.logs import plain_error
 
+#: Seconds each read may take (an unreachable manager must not hold up the sidecar's start).
+READ_TIMEOUT = 10.0
 #: The key of Kueue's ConfigMap holding its Configuration.
 CONFIG_KEY = "controller_manager_config.yaml"
 
@@ -277,7 +280,8 @@ async def read_kueue(client: KubeClient, config: SidecarConfig) -> KueueInfo:
     ns, cfg = config.manager.namespace, config.kueue
     where = f"ConfigMap {ns}/{cfg.config_map}"
     try:
-        cm = await client.get(resource_path("", "v1", "configmaps", ns, cfg.config_map))
+        async with asyncio.timeout(READ_TIMEOUT):
+            cm = await client.get(resource_path("", "v1", "configmaps", ns, cfg.config_map))
         text = (cm.get("data") or {}).get(CONFIG_KEY)
         if isinstance(text, str):
             parse_configuration(text, f"{where} key {CONFIG_KEY}", info)
@@ -287,7 +291,8 @@ async def read_kueue(client: KubeClient, config: SidecarConfig) -> KueueInfo:
         info.unread.append(f"cannot read {where}: {plain_error(exc)}")
     where = f"Deployment {ns}/{cfg.deployment}"
     try:
-        deployment = await client.get(resource_path("apps", "v1", "deployments", ns, cfg.deployment))
+        async with asyncio.timeout(READ_TIMEOUT):
+            deployment = await client.get(resource_path("apps", "v1", "deployments", ns, cfg.deployment))
         parse_deployment(deployment, info)
     except (ApiError, aiohttp.ClientError, OSError, TimeoutError) as exc:
         info.unread.append(f"cannot read {where}: {plain_error(exc)}")

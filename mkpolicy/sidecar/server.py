@@ -236,12 +236,11 @@ class Sidecar:
             link.follow(self._manager, interval)
         self.events.start()
         self._store.start(interval)
-        self._report_kueue()
+        self._report_kueue(self._store.active)
 
-    def _report_kueue(self) -> None:
+    def _report_kueue(self, active: PolicySet | None) -> None:
         """Log what Kueue's configuration says about the policies and the ports (and keep it for /readyz)."""
         assert self.kueue is not None
-        active = self._store.active
         policies = [(e.name, e.adapter.gvk) for e in active.entries] if active is not None else []
         findings = policy_findings(self.kueue, policies) + port_findings(self.kueue, sidecar_ports(self.config))
         self._findings = findings
@@ -317,8 +316,7 @@ class Sidecar:
         assert self._manager is not None
         self.metrics.init_series(list(self._links), [e.name for e in new.entries])
         if self.kueue is not None and self._started:
-            self._store.active = new  # (the store sets it right after; the report reads it now)
-            self._report_kueue()
+            self._report_kueue(new)
         if self.config.manager.reads == "direct":
             return  # every read goes to the manager: no watch cache to keep (nor list and watch for)
         wanted = {e.adapter.gvk: e for e in new.entries}

@@ -42,6 +42,8 @@ from mkpolicy.sidecar.wiring import secret_path, split_secret
 
 log = logging.getLogger("mkpolicy.sidecar.workers")
 
+#: Seconds the first read of a Secret may take at start (the watch keeps trying after).
+READ_TIMEOUT = 10.0
 #: How long a transport failure shows in /readyz after the last one (seconds).
 UNREACHABLE_SHOWN = 60.0
 #: Delays between attempts to watch a Secret again after an error (seconds).
@@ -151,7 +153,8 @@ class WorkerLink:
             self._refuse("no manager connection to read its Secret")
             return
         try:
-            secret = await client.get(secret_path(self.namespace, source.secret.name))
+            async with asyncio.timeout(READ_TIMEOUT):  # an unreachable manager must not hold up the start
+                secret = await client.get(secret_path(self.namespace, source.secret.name))
         except (ApiError, aiohttp.ClientError, OSError, TimeoutError) as exc:
             self._refuse(f"cannot read {self.source}: {plain_error(exc)}")
             return
