@@ -16,7 +16,7 @@ import time
 from typing import TYPE_CHECKING
 
 from mkpolicy.sidecar.fastpath import FastExchange
-from mkpolicy.sidecar.http1 import MAX_HEAD, HttpError, ResponseHead, parse_request_head
+from mkpolicy.sidecar.http1 import HttpError, ResponseHead
 from mkpolicy.sidecar.listener import READ_TIMEOUT, ClientConnection, Exchange
 from mkpolicy.sidecar.paths import Target
 from mkpolicy.sidecar.relay import REPLAY_LIMIT, read_answer, send_request, splice
@@ -54,17 +54,8 @@ class Forwarder:
         event-loop turns less per request. Declined requests keep their parsed head in
         ``client.next_head``.
         """
-        buffer = client.buffer
-        end = buffer.find(b"\r\n\r\n")
-        if end < 0 or end + 4 > MAX_HEAD:
-            return False
-        try:
-            head = parse_request_head(bytes(buffer[: end + 4]))
-        except HttpError:
-            return False  # the coroutine answers it
-        del buffer[: end + 4]
-        client.next_head = head
-        if head.framing != "none" or "expect" in head.fields:
+        head = client.next_head  # parsed by the connection as its bytes came (llhttp)
+        if head is None or head.framing != "none" or "expect" in head.fields:
             return False
         endpoint = self.endpoint
         target = endpoint.target_of(head)

@@ -27,7 +27,6 @@ import logging
 import time
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
-from urllib.parse import unquote_plus
 
 import aiohttp
 
@@ -38,7 +37,7 @@ from mkpolicy.sidecar.http1 import RequestHead
 from mkpolicy.sidecar.listener import READ_TIMEOUT, Exchange
 from mkpolicy.sidecar.logs import fields
 from mkpolicy.sidecar.metrics import Metrics
-from mkpolicy.sidecar.paths import Target, parse_target
+from mkpolicy.sidecar.paths import Target, decode_target, target_of
 from mkpolicy.sidecar.policies import Entry, PolicySet
 from mkpolicy.sidecar.relay import describe, ref, relay_error, respond_json
 from mkpolicy.sidecar.status import StatusError
@@ -82,17 +81,6 @@ class Hub(Protocol):
 
     async def offload(self, key: object, fn: Callable[..., T], *args: Any, items: int = 1) -> T:
         """Run policy work on ``items`` objects for the adapter ``key`` (off the event loop unless proven fast)."""
-
-
-def _watch_query(query: str) -> dict[str, str]:
-    """The ``watch`` parameter of a query string (the only one routing needs), first value wins."""
-    if "watch" not in query:
-        return {}
-    for part in query.split("&"):
-        key, _, value = part.partition("=")
-        if unquote_plus(key) == "watch":
-            return {"watch": unquote_plus(value)}
-    return {}
 
 
 def wants_object(head: RequestHead) -> bool:
@@ -156,8 +144,7 @@ class WorkerEndpoint:
     @staticmethod
     def target_of(head: RequestHead) -> Target | None:
         """The resource and verb a request addresses (None: discovery and other non-resource paths)."""
-        path, _, query = head.target.partition("?")
-        return parse_target(head.method, path, _watch_query(query))
+        return target_of(head.method, head.decoded if head.decoded is not None else decode_target(head.target))
 
     def route(self, head: RequestHead, target: Target | None) -> Entry | None:
         """The policy that transforms a request (None: pass-through); StatusError when it is refused."""

@@ -234,7 +234,7 @@ class Sidecar:
 
     async def _start_endpoint(self, worker: Worker, port: int) -> None:
         endpoint = WorkerEndpoint(self, self._upstreams[worker.name])
-        listener = Listener(endpoint.handle, self.credentials.server_context(), endpoint.fast)
+        listener = Listener(endpoint.handle, self.credentials.server_context(), endpoint.fast, self.config.limits)
         self._ports[worker.name] = await listener.start(self.config.listen.address, port)
         self._listeners.append(listener)
 

@@ -322,7 +322,7 @@ def test_head_and_no_content_answers_have_no_body(fast: bool) -> None:
 
 
 def test_request_bodies_pass_as_they_came(fast: bool) -> None:
-    big = json.dumps({"data": {"k": "v" * (3 * 1024 * 1024)}}).encode()
+    big = json.dumps({"data": {"k": "v" * (2 * 1024 * 1024)}}).encode()  # under the 3 MiB body limit
     chunked_body = chunk(b'{"a":') + chunk(b"1}") + b"0\r\n\r\n"
     created = b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}"
 
@@ -573,11 +573,16 @@ def test_refusals(fast: bool) -> None:
             writer.write(w.get("/api/v1/pods", token="x" * 43))
             got = await read_response(reader)
             assert got.startswith(b"HTTP/1.1 401 Unauthorized\r\n")
+            assert await reader.read() == b""  # an unauthenticated client is disconnected
+            reader, writer = await w.connect()
             writer.write(w.get("/api/v1/pods", "Connection: Upgrade", "Upgrade: websocket"))
             assert (await read_response(reader)).startswith(b"HTTP/1.1 400 ")
-            # a POST refused before its body was read: the body is dropped, the connection kept
+            # a POST refused before its body was read: the body is not read, the client disconnected
+            reader, writer = await w.connect()
             writer.write(w.get("/api/v1/pods", "Content-Length: 4", method="POST", token="y" * 43) + b"body")
             assert (await read_response(reader)).startswith(b"HTTP/1.1 401 ")
+            assert await reader.read() == b""
+            reader, writer = await w.connect()
             writer.write(w.get("/api/v1/pods"))
             assert await read_response(reader) == JSON_ANSWER
             assert w.worker.requests[0].head.method == "GET" and len(w.worker.requests) == 1
