@@ -16,6 +16,8 @@ extensions, trailers. This module adds what a proxy decides itself (RFC 9110/911
 * the request target decoded once, as kube-apiserver decodes it
   (:mod:`mkpolicy.kube.target`): a target the server would split differently than a
   component reading the raw path (an encoded ``/``, dot or empty segments) is a 400;
+* identity fields (``Impersonate-*``, ``X-Remote-*``) are refused (403): the worker would
+  honour them with the sidecar's credentials;
 * limits: head size and field count (431), each checked as the bytes arrive.
 
 Heads are parsed incrementally (:class:`HeadReader`), so a malformed head is refused at
@@ -47,6 +49,12 @@ HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "te", "u
 #: Fields a request's ``Connection`` may not name: dropping them would change how the
 #: message is framed or routed (RFC 9110 §7.6.1: a sender must not list them).
 PROTECTED = frozenset({"content-length", "transfer-encoding", "host", "authorization", "trailer", "content-type"})
+#: Prefixes of identity fields kube-apiserver honours from a client it trusts: impersonation
+#: (apiserver/pkg/endpoints/filters/impersonation.go: Impersonate-User, -Group, -Uid,
+#: -Extra-*) and the front-proxy's request headers (apiserver/pkg/authentication/request/
+#: headerrequest: X-Remote-User, -Group, -Uid, -Extra-* by default). The worker would
+#: apply them with the sidecar's credentials: a request carrying one is refused (403).
+IDENTITY_PREFIXES = ("impersonate-", "x-remote-")
 #: Methods the sidecar relays (a Kubernetes API server answers no others).
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
@@ -234,6 +242,10 @@ class HeadReader:
                 400, f"the request path holds {decoded.ambiguous}; send the canonical path (segments separated by '/')"
             )
         headers, values = _fields(collector.headers)
+        identity = sorted(name for name in values if name.startswith(IDENTITY_PREFIXES))
+        if identity:
+            names = ", ".join(identity)
+            raise HttpError(403, f"identity fields are not relayed with the worker's credentials: {names}")
         hosts = values.get("host", [])
         if len(hosts) != 1:
             raise HttpError(400, f"expected one Host field; found {len(hosts)}")

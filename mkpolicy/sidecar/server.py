@@ -202,7 +202,7 @@ class Sidecar:
         cfg = self.config
         self._manager = KubeClient(self._manager_config or manager_rest_config(cfg), user_agent="mkpolicy-sidecar")
         for worker in cfg.workers:
-            self._upstreams[worker.name] = Upstream(worker.name, await self._worker_rest(worker))
+            self._upstreams[worker.name] = Upstream(worker.name, await self._worker_rest(worker), cfg.limits)
         await self._start_ops()
         try:
             await self._store.reload(force=True)
