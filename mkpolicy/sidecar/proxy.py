@@ -22,7 +22,6 @@ policy set is active (it is not known yet which kinds are policy kinds).
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -30,6 +29,7 @@ from typing import Any, Protocol, TypeVar
 
 import aiohttp
 
+from mkpolicy.jsonvalues import dumps_kube, loads_kube
 from mkpolicy.kube.client import ApiError
 from mkpolicy.sidecar.endpoints import Credentials
 from mkpolicy.sidecar.forward import Forwarder
@@ -236,7 +236,7 @@ class WorkerEndpoint:
         if ctype != "application/json":
             raise StatusError(415, f"mkpolicy sidecar: expected an application/json body for {gvk.kind}; found {ctype}")
         try:
-            body = json.loads(await exchange.read_body(MAX_BODY))
+            body = loads_kube(await exchange.read_body(MAX_BODY))
         except ValueError as exc:
             raise StatusError(400, f"mkpolicy sidecar: the body is not JSON: {exc}") from None
         except RecursionError:
@@ -270,7 +270,10 @@ class WorkerEndpoint:
                 details={"name": name, "group": gvk.group, "kind": entry.info.resource},
             )
         worker = await self._timed(entry, "create", worker_copy, entry.adapter, manager, body, self.cluster)
-        data = json.dumps(worker, separators=(",", ":")).encode()
+        try:
+            data = dumps_kube(worker)
+        except ValueError as exc:  # NaN or an infinity from the policy's arithmetic
+            raise StatusError(500, f"mkpolicy sidecar: the worker copy cannot be written as JSON: {exc}") from None
         out = self.upstream.head(
             "POST",
             head.target,
@@ -304,7 +307,7 @@ class WorkerEndpoint:
             relay_error(exchange, resp, raw)
             return int(resp.status)
         try:
-            doc = json.loads(raw)
+            doc = loads_kube(raw)
         except (ValueError, RecursionError):
             raise StatusError(
                 502, f"mkpolicy sidecar: worker {self.cluster} sent a body that is not JSON (or nests too deeply)"

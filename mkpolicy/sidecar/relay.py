@@ -19,9 +19,9 @@ the break instead of a shortened body.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from mkpolicy.jsonvalues import dumps_kube
 from mkpolicy.sidecar.http1 import (
     LAST_CHUNK,
     ChunkedScanner,
@@ -30,6 +30,7 @@ from mkpolicy.sidecar.http1 import (
     without_hop_by_hop,
 )
 from mkpolicy.sidecar.listener import READ_TIMEOUT, Exchange
+from mkpolicy.sidecar.status import StatusError
 from mkpolicy.sidecar.upstream import UpstreamError, WorkerConnection
 
 #: Headers of a worker response not copied onto a re-encoded (transformed) body.
@@ -203,7 +204,15 @@ def relay_error(exchange: Exchange, resp: ResponseHead, body: bytes) -> None:
 
 
 def respond_json(exchange: Exchange, resp: ResponseHead, doc: Any) -> None:
-    """A worker's answer with a re-encoded JSON body ``doc``."""
+    """A worker's answer with a re-encoded JSON body ``doc``.
+
+    StatusError 500 when ``doc`` holds a number JSON cannot carry (NaN, an infinity: a
+    policy's arithmetic), which is never written as ``NaN``/``Infinity``.
+    """
+    try:
+        body = dumps_kube(doc)
+    except ValueError as exc:
+        raise StatusError(500, f"mkpolicy sidecar: the rewritten object cannot be written as JSON: {exc}") from None
     headers = [(k, v) for k, v in resp.headers if k.lower() not in REENCODED]
     headers.append(("Content-Type", "application/json"))
-    exchange.respond(resp.status, headers, json.dumps(doc, separators=(",", ":")).encode(), resp.reason)
+    exchange.respond(resp.status, headers, body, resp.reason)
