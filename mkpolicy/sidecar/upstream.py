@@ -11,6 +11,9 @@ boundary: nothing left unread, no informational (1xx) or upgrade answer on the w
 byte arriving while it is idle (a late second answer, unsolicited bytes). Anything else
 closes it, so no client ever reads another exchange's answer.
 
+A worker's kubeconfig ``proxy-url`` (an ``http://`` proxy) is honoured as client-go does
+for https servers: a CONNECT tunnel, then TLS to the worker through it.
+
 The client's identity fields (``Impersonate-*``, the front-proxy ``X-Remote-*`` ones) are
 never forwarded: the worker would apply them with the sidecar's credentials.
 """
@@ -18,11 +21,13 @@ never forwarded: the worker would apply them with the sidecar's credentials.
 from __future__ import annotations
 
 import asyncio
+import base64
+import socket
 import ssl
 import time
 from collections import deque
 from collections.abc import Callable
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from mkpolicy.kube.rest import RestConfig, TokenSource
 from mkpolicy.sidecar.config import Limits
@@ -39,6 +44,82 @@ IDLE_SECONDS = 60.0
 _DROPPED = HOP_BY_HOP | {"authorization", "host", "expect", "proxy-authorization"}
 #: Also dropped when the sidecar re-encodes the body (it sets them itself).
 _DROPPED_REENCODED = _DROPPED | {"content-length", "transfer-encoding", "content-type", "accept", "accept-encoding"}
+
+
+class Proxy:
+    """An HTTP proxy the worker is reached through: a CONNECT tunnel, as client-go's transport opens one.
+
+    Go's ``net/http`` Transport (``transport.go``, ``dialConn``) sends ``CONNECT host:port``
+    with ``Proxy-Authorization: Basic`` from the proxy URL's user information, expects a
+    2xx answer, then speaks TLS to the worker through the tunnel.
+    """
+
+    def __init__(self, host: str, port: int, target: str, authorization: str | None) -> None:
+        self.host = host
+        self.port = port
+        #: ``host:port`` of the worker (IPv6 in brackets), the CONNECT request target.
+        self.target = target
+        self.authorization = authorization
+
+    def request(self) -> bytes:
+        """The CONNECT request head."""
+        lines = [f"CONNECT {self.target} HTTP/1.1", f"Host: {self.target}"]
+        if self.authorization:
+            lines.append(f"Proxy-Authorization: {self.authorization}")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+    async def tunnel(self) -> socket.socket:
+        """A connected socket through which the worker is reached. OSError when the proxy refuses."""
+        loop = asyncio.get_running_loop()
+        infos = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+        family, kind, proto, _, address = infos[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setblocking(False)
+        try:
+            await loop.sock_connect(sock, address)
+            await loop.sock_sendall(sock, self.request())
+            raw = b""
+            while b"\r\n\r\n" not in raw:  # the proxy sends nothing after its answer before we speak
+                data = await loop.sock_recv(sock, 4096)
+                if not data:
+                    raise ConnectionResetError(f"proxy {self.host}:{self.port} closed the connection")
+                raw += data
+                if len(raw) > MAX_HEAD:
+                    raise ConnectionError(f"proxy {self.host}:{self.port} sent an answer head over {MAX_HEAD} bytes")
+            if not raw.endswith(b"\r\n\r\n"):
+                raise ConnectionError(f"proxy {self.host}:{self.port} sent bytes after its answer to CONNECT")
+            try:
+                resp = parse_response_head(raw, "CONNECT")
+            except HttpError as exc:
+                raise ConnectionError(f"proxy {self.host}:{self.port}: {exc.message}") from None
+            if not 200 <= resp.status < 300:
+                raise ConnectionError(
+                    f"proxy {self.host}:{self.port} refused CONNECT {self.target}: {resp.status} {resp.reason}".rstrip()
+                )
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+
+def _proxy(name: str, config: RestConfig, host: str, port: int) -> Proxy | None:
+    """The proxy of ``config`` (its ``proxy-url``), None without one. ValueError for one it cannot use."""
+    if not config.proxy_url:
+        return None
+    url = urlsplit(config.proxy_url)
+    if url.scheme != "http" or not url.hostname:
+        raise ValueError(
+            f"worker {name}: proxy-url {config.proxy_url!r}: expected an http:// proxy (CONNECT tunnel); "
+            "https:// and socks5:// proxies are not supported by the sidecar"
+        )
+    if not config.uses_tls:
+        raise ValueError(f"worker {name}: proxy-url is honoured for https servers only; found {config.server!r}")
+    authorization = None
+    if url.username is not None:
+        secret = f"{unquote(url.username)}:{unquote(url.password or '')}"
+        authorization = "Basic " + base64.b64encode(secret.encode()).decode("ascii")
+    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return Proxy(url.hostname, url.port or 80, target, authorization)
 
 
 def _expire(waiter: asyncio.Future[None]) -> None:
@@ -145,6 +226,7 @@ class Upstream:
         #: A path prefix of the server URL (kept before every request path).
         self.prefix = url.path.rstrip("/")
         self.server_hostname = (config.tls_server_name or self.host) if context is not None else None
+        self.proxy = _proxy(self.name, config, self.host, self.port)
 
     def update_config(self, config: RestConfig) -> None:
         """The worker's kubeconfig changed (a rotated token or CA, another server).
@@ -248,13 +330,19 @@ class Upstream:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(CONNECT_TIMEOUT):
-                _, conn = await loop.create_connection(
-                    lambda: WorkerConnection(self),
-                    self.host,
-                    self.port,
-                    ssl=self._ssl,
-                    server_hostname=self.server_hostname,
-                )
+                if self.proxy is None:
+                    _, conn = await loop.create_connection(
+                        lambda: WorkerConnection(self),
+                        self.host,
+                        self.port,
+                        ssl=self._ssl,
+                        server_hostname=self.server_hostname,
+                    )
+                else:
+                    sock = await self.proxy.tunnel()
+                    _, conn = await loop.create_connection(
+                        lambda: WorkerConnection(self), sock=sock, ssl=self._ssl, server_hostname=self.server_hostname
+                    )
         except TimeoutError:
             raise UpstreamError("timeout", f"no connection within {CONNECT_TIMEOUT:.0f}s") from None
         except (OSError, ssl.SSLError) as exc:

@@ -22,6 +22,7 @@ from sidecar_harness import DATA
 
 import mkpolicy
 from mkpolicy.kube.rest import RestConfig
+from mkpolicy.sidecar.config import Limits
 from mkpolicy.sidecar.endpoints import Credentials, load_or_create
 from mkpolicy.sidecar.http1 import ChunkedScanner, RequestHead, chunk, parse_request_head
 from mkpolicy.sidecar.listener import Exchange, Listener
@@ -155,11 +156,18 @@ class Wire:
 
 @contextlib.asynccontextmanager
 async def wire(
-    script: Script, *, worker_port: int | None = None, fast: bool = True, hub: StubHub | None = None
+    script: Script,
+    *,
+    worker_port: int | None = None,
+    fast: bool = True,
+    hub: StubHub | None = None,
+    limits: Limits | None = None,
 ) -> AsyncIterator[Wire]:
     worker = await FakeWorker(script).start()
     hub = hub or StubHub()
-    upstream = Upstream("w", RestConfig(server=f"http://127.0.0.1:{worker_port or worker.port}", token="worker-token"))
+    upstream = Upstream(
+        "w", RestConfig(server=f"http://127.0.0.1:{worker_port or worker.port}", token="worker-token"), limits
+    )
     endpoint = WorkerEndpoint(hub, upstream)
     slow: list[str] = []
     answer_request = endpoint.answer_request
@@ -169,7 +177,7 @@ async def wire(
         await answer_request(exchange, sent)
 
     endpoint.answer_request = recording  # type: ignore[method-assign]
-    listener = Listener(endpoint.handle, hub.credentials.server_context(), endpoint.fast if fast else None)
+    listener = Listener(endpoint.handle, hub.credentials.server_context(), endpoint.fast if fast else None, limits)
     port = await listener.start("127.0.0.1", 0)
     try:
         yield Wire(worker, hub, listener, upstream, port, slow)
