@@ -19,7 +19,7 @@ from mkpolicy.sidecar.fastpath import FastExchange
 from mkpolicy.sidecar.http1 import HttpError, ResponseHead
 from mkpolicy.sidecar.listener import READ_TIMEOUT, ClientConnection, Exchange
 from mkpolicy.sidecar.paths import Target
-from mkpolicy.sidecar.relay import REPLAY_LIMIT, read_answer, send_request, splice
+from mkpolicy.sidecar.relay import REPLAY_LIMIT, AnswerTooLarge, read_answer, send_request, splice
 from mkpolicy.sidecar.status import StatusError
 from mkpolicy.sidecar.upstream import Upstream, UpstreamError, WorkerConnection
 
@@ -135,8 +135,18 @@ class Forwarder:
 
     async def answer(self, conn: WorkerConnection, resp: ResponseHead, timeout: float | None = READ_TIMEOUT) -> bytes:
         """The whole body of an answer (the connection released); StatusError when the worker breaks off."""
+        limits = self.upstream.limits
         try:
-            raw = await read_answer(conn, resp, timeout)
+            raw = await read_answer(conn, resp, timeout, limits.max_answer_bytes, limits.answer_budget_bytes)
+        except AnswerTooLarge as exc:
+            self.upstream.release(conn, False)
+            if exc.busy:
+                raise StatusError(
+                    429,
+                    f"mkpolicy sidecar: too many answers are being rewritten at once ({exc}); retry shortly",
+                    details={"retryAfterSeconds": 1},
+                ) from None
+            raise StatusError(502, f"mkpolicy sidecar: worker {self.cluster}: {exc}") from None
         except UpstreamError as exc:
             self.upstream.release(conn, False)
             self.metrics.upstream_errors.labels(self.cluster, "read").inc()

@@ -163,9 +163,13 @@ class Exchange:
             self.conn.write(body)
 
     def respond_status(self, exc: StatusError) -> None:
-        """A Kubernetes ``Status`` error answer."""
+        """A Kubernetes ``Status`` error answer (with ``Retry-After`` when its details say when)."""
         body = json.dumps(exc.body()).encode()
-        self.respond(exc.code, [("Content-Type", "application/json")], body)
+        headers = [("Content-Type", "application/json")]
+        retry = (exc.details or {}).get("retryAfterSeconds")
+        if retry is not None:
+            headers.append(("Retry-After", str(retry)))
+        self.respond(exc.code, headers, body)
 
     def streaming(self, wake: Callable[[], None] | None) -> None:
         """Mark a long streamed answer (a watch): shutdown sets ``stopping`` and calls ``wake``."""

@@ -9,6 +9,7 @@ segments) never gets here: the listener refuses it with a 400
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -37,8 +38,12 @@ class Target:
     field_manager: str | None = None
 
 
+@functools.lru_cache(maxsize=4096)
 def target_of(method: str, decoded: RequestTarget) -> Target | None:
-    """The resource a decoded request target addresses, or None for discovery and other paths."""
+    """The resource a decoded request target addresses, or None for discovery and other paths.
+
+    Cached: clients repeat the same requests (GETs of the same objects, list and watch loops).
+    """
     query = decoded.query
     info = request_info(method, decoded.parts, query.get("watch"))
     if not info.is_resource or not info.resource:

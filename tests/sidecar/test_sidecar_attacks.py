@@ -462,3 +462,39 @@ def test_proxy_url_tunnels_with_connect(tmp_path: Any) -> None:
     asyncio.run(scenario())
     with pytest.raises(ValueError, match="http:// proxy"):
         Upstream("w", RestConfig(server="https://w", proxy_url="socks5://p:1080"))
+
+
+def test_answers_read_whole_are_bounded_in_size_and_in_total() -> None:
+    from mkpolicy.sidecar.conn import Connection
+    from mkpolicy.sidecar.http1 import parse_response_head
+    from mkpolicy.sidecar.relay import ANSWERS, AnswerTooLarge, read_answer
+
+    async def scenario() -> None:
+        def answer(body: bytes, chunked: bool = False) -> tuple[Connection, ResponseHead]:
+            conn = Connection()
+            framing = "Transfer-Encoding: chunked" if chunked else f"Content-Length: {len(body)}"
+            resp = parse_response_head(f"HTTP/1.1 200 OK\r\n{framing}\r\n\r\n".encode(), "GET")
+            conn.buffer += b"%x\r\n%b\r\n0\r\n\r\n" % (len(body), body) if chunked else body
+            conn.eof = True
+            return conn, resp
+
+        conn, resp = answer(b"x" * 5000)
+        with pytest.raises(AnswerTooLarge) as info:
+            await read_answer(conn, resp, 5, limit=4096, budget=1 << 20)  # type: ignore[arg-type]
+        assert not info.value.busy and conn.buffer  # refused from its head: nothing read
+        conn, resp = answer(b"x" * 5000, chunked=True)
+        with pytest.raises(AnswerTooLarge):
+            await read_answer(conn, resp, 5, limit=4096, budget=1 << 20)  # type: ignore[arg-type]
+        ANSWERS.used += 1 << 20  # other answers being rewritten
+        try:
+            conn, resp = answer(b"x" * 100)
+            with pytest.raises(AnswerTooLarge) as info:
+                await read_answer(conn, resp, 5, limit=4096, budget=1 << 20)  # type: ignore[arg-type]
+            assert info.value.busy
+        finally:
+            ANSWERS.used -= 1 << 20
+        conn, resp = answer(b"x" * 100)
+        assert await read_answer(conn, resp, 5, limit=4096, budget=1 << 20) == b"x" * 100  # type: ignore[arg-type]
+        assert ANSWERS.used == 0  # given back
+
+    asyncio.run(scenario())
