@@ -450,7 +450,7 @@ def main() -> int:
     parser.add_argument("--serve-clusters", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--serve-floor", nargs=2, metavar=("URL", "CA"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.posts + POST_WARMUP >= args.objects:
+    if args.posts + POST_WARMUP >= args.objects and not args.serve_clusters:
         parser.error(f"--posts must stay below --objects - {POST_WARMUP} (each POST copies a manager object)")
     if args.serve_clusters:
         serve_clusters(args.objects, args.events, args.worker_latency_ms, args.list_objects)
