@@ -564,6 +564,7 @@ def main() -> int:
             for hog in hogs:
                 hog.kill()
                 hog.wait()
+        rss_cached = rss_mib(sidecar_proc.pid)  # before the attacks grow the heap
         results.update(asyncio.run(attacks(side, sidecar_proc.pid, args.flood)))
         with urllib.request.urlopen(f"http://127.0.0.1:{ops}/metrics", timeout=5) as resp:
             metrics = resp.read().decode()
@@ -580,7 +581,8 @@ def main() -> int:
             seeded_s=seeded,
             ready_s=synced,
             rss_ready_mib=rss_ready,
-            rss_after_mib=rss_mib(sidecar_proc.pid),
+            rss_after_mib=rss_cached,
+            rss_end_mib=rss_mib(sidecar_proc.pid),
             loop="uvloop" if args.uvloop else "asyncio",
         )
     finally:

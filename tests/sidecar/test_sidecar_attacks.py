@@ -8,6 +8,7 @@ nothing, or nothing that could be read two ways.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import ssl
 import stat
@@ -498,3 +499,34 @@ def test_answers_read_whole_are_bounded_in_size_and_in_total() -> None:
         assert ANSWERS.used == 0  # given back
 
     asyncio.run(scenario())
+
+
+def test_the_loopback_api_server_decodes_paths_as_kube_apiserver() -> None:
+    """What the sidecar refuses, a real API server would read as another resource: so does the loopback one."""
+    import http.client
+
+    from mkpolicy.testing import ApiServer
+
+    server = ApiServer("w", namespaces=["a"])
+    server.start()
+    try:
+        server.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "a"}})
+        ctx = ssl.create_default_context(cadata=server.ca_pem.decode())
+        host, port = server.url.removeprefix("https://").rsplit(":", 1)
+
+        def get(path: str) -> tuple[int, Any]:
+            conn = http.client.HTTPSConnection(host, int(port), context=ctx, timeout=10)
+            conn.request("GET", path, headers={"Authorization": f"Bearer {server.token}"})
+            reply = conn.getresponse()
+            data = reply.read()
+            conn.close()
+            return reply.status, json.loads(data) if data else None
+
+        status, obj = get("/api/v1/namespaces/a/configmaps%2Fc")  # decoded, then split: a GET of c
+        assert status == 200 and obj["metadata"]["name"] == "c"
+        status, obj = get("/api/v1/namespaces/a%2Fconfigmaps")  # a LIST in namespace a
+        assert status == 200 and obj["kind"] == "ConfigMapList"
+        status, _ = get("/api/v1/namespaces/a/configmaps/c%zz")
+        assert status == 400
+    finally:
+        server.stop()
