@@ -530,3 +530,22 @@ def test_the_loopback_api_server_decodes_paths_as_kube_apiserver() -> None:
         assert status == 400
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("loader", ["yamldata", "policy"])
+def test_yaml_alias_bombs_of_large_strings_and_huge_integers(loader: str) -> None:
+    """A 1 MB string aliased 100 times (100 MB expanded) and a 100,000-digit integer: clean, located errors."""
+    from mkpolicy.errors import InputError
+    from mkpolicy.policy.source import parse_documents
+    from mkpolicy.yamldata import load_all
+
+    def load(text: str) -> Any:
+        return load_all(text, "f.yaml") if loader == "yamldata" else list(parse_documents(text, "f.yaml"))
+
+    bomb = 'a: &a "' + "x" * 1_000_000 + '"\nb: [' + ", ".join(["*a"] * 100) + "]\n"
+    with pytest.raises(InputError, match="expands to more than 64 MiB"):
+        load(bomb)
+    with pytest.raises(InputError) as info:
+        load("x: 1\nn: " + "1" * 100_000 + "\n")
+    assert "an integer of 100,000" in info.value.message and info.value.location is not None
+    assert info.value.location.line == 2
