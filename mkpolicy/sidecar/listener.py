@@ -457,8 +457,8 @@ class Listener:
         self.closing = False
         #: Client connections refused because ``maxConnections`` were open.
         self.refused = 0
-        self._sock: socket.socket | None = None
-        self._accepting: asyncio.Task[None] | None = None
+        self._socks: list[socket.socket] = []
+        self._accepting: list[asyncio.Task[None]] = []
         self._handshakes: set[asyncio.Task[None]] = set()
         self._connections: set[ClientConnection] = set()
         #: Connections counted against the limit: handshaking or open.
@@ -466,25 +466,33 @@ class Listener:
         self._streams: set[Exchange] = set()
 
     async def start(self, host: str, port: int) -> int:
-        """Listen on ``host:port`` (0: an ephemeral port); returns the bound port."""
+        """Listen on ``host:port`` (0: an ephemeral port) at every address it resolves to; returns the bound port."""
         small_tls_buffers()
         loop = asyncio.get_running_loop()
         infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-        family, kind, proto, _, address = infos[0]
-        sock = socket.socket(family, kind, proto)
+        seen: set[tuple[int, object]] = set()
         try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if family == socket.AF_INET6:
-                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            sock.bind(address)
-            sock.listen(256)
-            sock.setblocking(False)
+            for family, kind, proto, _, address in infos:
+                if (family, address[0]) in seen:
+                    continue
+                seen.add((family, address[0]))
+                sock = socket.socket(family, kind, proto)
+                self._socks.append(sock)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                sock.bind((address[0], port, *address[2:]))
+                sock.listen(256)
+                sock.setblocking(False)
+                port = sock.getsockname()[1]  # the others bind the same (ephemeral) port
         except OSError:
-            sock.close()
+            for sock in self._socks:
+                sock.close()
+            self._socks = []
             raise
-        self._sock = sock
-        self._accepting = loop.create_task(self._accept(sock), name=f"accept-{sock.getsockname()[1]}")
-        return int(sock.getsockname()[1])
+        for sock in self._socks:
+            self._accepting.append(loop.create_task(self._accept(sock), name=f"accept-{port}"))
+        return port
 
     async def _accept(self, sock: socket.socket) -> None:
         """Accept connections; those above the limit are closed before any TLS work."""
@@ -536,14 +544,13 @@ class Listener:
     async def close(self, grace: float) -> None:
         """Stop listening, end watches cleanly, drain requests in flight (at most ``grace`` seconds)."""
         self.closing = True
-        if self._accepting is not None:
-            self._accepting.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._accepting
-            self._accepting = None
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
+        for task in self._accepting:
+            task.cancel()
+        await asyncio.gather(*self._accepting, return_exceptions=True)
+        self._accepting = []
+        for sock in self._socks:
+            sock.close()
+        self._socks = []
         for task in list(self._handshakes):
             task.cancel()
         for stream in list(self._streams):
