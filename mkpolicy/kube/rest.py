@@ -38,7 +38,8 @@ class RestConfig:
     tls_server_name: str | None = None
     namespace: str | None = None
     context: str | None = None
-    #: The kubeconfig's ``proxy-url`` (http, https or socks5), as client-go honours it.
+    #: The kubeconfig's ``proxy-url`` (http, https or socks5 as client-go accepts it); the sidecar's
+    #: pool tunnels through ``http://`` proxies (CONNECT). May carry credentials: not in the repr.
     proxy_url: str | None = field(default=None, repr=False)
 
     @property

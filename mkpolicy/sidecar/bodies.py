@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
-import json
 import math
 from collections.abc import Mapping
 from typing import Any
 
 import cbor2
 
+from mkpolicy.jsonvalues import loads_kube
 from mkpolicy.sidecar.status import StatusError
 
 JSON = "application/json"
@@ -42,7 +42,7 @@ def decode(raw: bytes, content_type: str | None) -> Any:
     kind = media_type(content_type)
     if kind == JSON:
         try:
-            return json.loads(raw)
+            return loads_kube(raw)  # numbers as Kubernetes' Go decoding reads them
         except ValueError as exc:
             raise StatusError(400, f"mkpolicy sidecar: the body is not JSON: {exc}") from None
         except RecursionError:

@@ -35,11 +35,11 @@ import logging
 import time
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
-from urllib.parse import unquote_plus
 
 import aiohttp
 
 from mkpolicy.engine.generic import MAX_LABEL_VALUE, PREBUILT_WORKLOAD_KEY
+from mkpolicy.jsonvalues import dumps_kube, loads_kube
 from mkpolicy.kube.client import ApiError
 from mkpolicy.sidecar.bodies import decode
 from mkpolicy.sidecar.endpoints import Credentials
@@ -50,7 +50,7 @@ from mkpolicy.sidecar.kueueconfig import KueueInfo
 from mkpolicy.sidecar.listener import READ_TIMEOUT, Exchange
 from mkpolicy.sidecar.logs import fields, plain_error
 from mkpolicy.sidecar.metrics import Metrics
-from mkpolicy.sidecar.paths import Target, parse_target
+from mkpolicy.sidecar.paths import Target, decode_target, target_of
 from mkpolicy.sidecar.policies import Entry, PolicySet
 from mkpolicy.sidecar.relay import ref, relay_error, respond_json
 from mkpolicy.sidecar.status import StatusError
@@ -105,17 +105,6 @@ class Hub(Protocol):
 
     async def offload(self, key: object, fn: Callable[..., T], *args: Any, items: int = 1) -> T:
         """Run policy work on ``items`` objects for the adapter ``key`` (off the event loop unless proven fast)."""
-
-
-def _watch_query(query: str) -> dict[str, str]:
-    """The ``watch`` parameter of a query string (the only one routing needs), first value wins."""
-    if "watch" not in query:
-        return {}
-    for part in query.split("&"):
-        key, _, value = part.partition("=")
-        if unquote_plus(key) == "watch":
-            return {"watch": unquote_plus(value)}
-    return {}
 
 
 def wants_object(head: RequestHead) -> bool:
@@ -182,8 +171,7 @@ class WorkerEndpoint:
     @staticmethod
     def target_of(head: RequestHead) -> Target | None:
         """The resource and verb a request addresses (None: discovery and other non-resource paths)."""
-        path, _, query = head.target.partition("?")
-        return parse_target(head.method, path, _watch_query(query))
+        return target_of(head.method, head.decoded if head.decoded is not None else decode_target(head.target))
 
     def route(self, head: RequestHead, target: Target | None) -> Entry | None:
         """The policy that transforms a request (None: pass-through); StatusError when it is refused.
@@ -358,8 +346,12 @@ class WorkerEndpoint:
             why = {403: "NotManaged", 400: "BadRequest"}.get(obj.code, "CreationFailed")
             self._refused(entry.name, why, self._ref(entry, manager, namespace, name, workload), obj.message)
             raise obj
-        worker: dict[str, Any] = obj
-        data = json.dumps(worker, separators=(",", ":")).encode()
+        try:
+            data = dumps_kube(obj)
+        except ValueError as exc:  # NaN or an infinity from the policy's arithmetic
+            message = f"the worker copy cannot be written as JSON: {exc}"
+            self._refused(entry.name, "CreationFailed", self._ref(entry, manager, namespace, name, workload), message)
+            raise StatusError(500, f"mkpolicy sidecar: {message}") from None
         out = self.upstream.head(
             "POST",
             head.target,
@@ -467,7 +459,7 @@ class WorkerEndpoint:
             relay_error(exchange, resp, raw)
             return int(resp.status)
         try:
-            doc = json.loads(raw)
+            doc = loads_kube(raw)
         except (ValueError, RecursionError):
             raise StatusError(
                 502, f"mkpolicy sidecar: worker {self.cluster} sent a body that is not JSON (or nests too deeply)"

@@ -219,7 +219,7 @@ class Sidecar:
         self.kueue = await read_kueue(self._manager, cfg)
         self._store.kueue = self.kueue
         for worker in cfg.workers:
-            link = WorkerLink(worker, cfg.manager.namespace, self.own_endpoints, self.metrics)
+            link = WorkerLink(worker, cfg.manager.namespace, self.own_endpoints, self.metrics, cfg.limits)
             self._links[worker.name] = link
             await link.load(self._manager)  # a refused worker is served as refused, never aborts the start
         await self._start_ops()
@@ -274,7 +274,7 @@ class Sidecar:
 
     async def _start_endpoint(self, worker: Worker, port: int) -> None:
         endpoint = WorkerEndpoint(self, self._links[worker.name].upstream)
-        listener = Listener(endpoint.handle, self.credentials.server_context(), endpoint.fast)
+        listener = Listener(endpoint.handle, self.credentials.server_context(), endpoint.fast, self.config.limits)
         self._ports[worker.name] = await listener.start(self.config.listen.address, port)
         self._listeners.append(listener)
 

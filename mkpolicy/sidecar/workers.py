@@ -34,7 +34,7 @@ import aiohttp
 from mkpolicy.kube.client import ApiError, Gone, KubeClient
 from mkpolicy.kube.kubeconfig import KUBECONFIG_SECRET_KEY, KubeconfigError, parse_kubeconfig, rest_config
 from mkpolicy.kube.rest import RestConfig, RestConfigError
-from mkpolicy.sidecar.config import Worker
+from mkpolicy.sidecar.config import Limits, Worker
 from mkpolicy.sidecar.logs import fields, plain_error
 from mkpolicy.sidecar.metrics import Metrics
 from mkpolicy.sidecar.upstream import Upstream
@@ -58,13 +58,20 @@ Rewire = Callable[[str, str], Coroutine[Any, Any, object]]
 class WorkerLink:
     """One worker: its upstream pool, where its kubeconfig comes from, and whether it is served."""
 
-    def __init__(self, worker: Worker, namespace: str, own: Callable[[], frozenset[str]], metrics: Metrics) -> None:
+    def __init__(
+        self,
+        worker: Worker,
+        namespace: str,
+        own: Callable[[], frozenset[str]],
+        metrics: Metrics,
+        limits: Limits | None = None,
+    ) -> None:
         self.worker = worker
         self.name = worker.name
         self.namespace = namespace
         self.own = own
         self.metrics = metrics
-        self.upstream = Upstream(worker.name, _NOWHERE)
+        self.upstream = Upstream(worker.name, _NOWHERE, limits)
         #: Why the endpoint cannot serve (None: it serves).
         self.problem: str | None = "its kubeconfig has not been read yet"
         #: The last transport failure and when (monotonic seconds).
