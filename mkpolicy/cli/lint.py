@@ -42,8 +42,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Lint ``args.paths`` and print the report."""
+    from mkpolicy.check.rules import RULES
     from mkpolicy.cli.common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, error
-    from mkpolicy.lint.rules import RULES
 
     if args.list_rules:
         for rule in RULES.values():
@@ -58,10 +58,10 @@ def run(args: argparse.Namespace) -> int:
         error(f"--disable: unknown rule ID(s) {', '.join(unknown)}; see 'mkpolicy lint --list-rules'")
         return EXIT_USAGE
 
-    from mkpolicy.lint.api import lint_paths
+    from mkpolicy.check import check_paths
     from mkpolicy.lint.formats import render, summary
 
-    result = lint_paths(args.paths, disable)
+    result = check_paths(args.paths, disable)
     report = render(result, args.format)
     if args.output:
         try:

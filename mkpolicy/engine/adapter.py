@@ -110,16 +110,20 @@ class Adapter:
         )
         self.creation = _mutations(policy, "creation", spec.creation.patches, locator, env)
         self.sync_patches = _mutations(policy, "sync", spec.sync.patches, locator, env)
-        expressions = [e for _, e in self.match_conditions] + list(self.variables.by_name.values())
-        expressions += [m.expression for m in self.creation + self.sync_patches]
         self._uses_now = any(
-            isinstance(node, Ident) and node.name == "now" for e in expressions for node in e.ast.walk()
+            isinstance(node, Ident) and node.name == "now" for e in self.expressions() for node in e.ast.walk()
         )
 
     @property
     def name(self) -> str:
         """The policy's name."""
         return self.policy.name
+
+    def expressions(self) -> list[PolicyExpression]:
+        """Every compiled expression: match conditions, variables, creation and sync patches."""
+        out = [expression for _, expression in self.match_conditions]
+        out += self.variables.by_name.values()
+        return out + [m.expression for m in self.creation + self.sync_patches]
 
     # -- managed? -----------------------------------------------------------------------
     def is_managed(self, obj: Mapping[str, Any], ctx: Context | None = None) -> tuple[bool, str]:

@@ -44,7 +44,7 @@ def test_validate_reports_problems_and_exits_1(tmp_path: Path, capsys: pytest.Ca
     )
     code, out, _ = run(capsys, "validate", str(bad))
     assert code == 1
-    assert out == (f"{bad}:9:75: error: undeclared reference to 'objct' [policy bad: creation patch #1 (JSONPatch)]\n")
+    assert out == f"{bad}:9:75: error MKP202 creation patch #1 (JSONPatch): undeclared reference to 'objct'\n"
 
 
 @pytest.mark.parametrize(

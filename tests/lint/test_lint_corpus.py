@@ -11,8 +11,8 @@ import jsonschema
 import pytest
 from syrupy.assertion import SnapshotAssertion
 
+from mkpolicy.check.rules import RULES
 from mkpolicy.cli.main import main
-from mkpolicy.lint.rules import RULES
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -127,11 +127,11 @@ POSITIONS = [
 
 @pytest.fixture(scope="module")
 def corpus_findings() -> list[dict[str, Any]]:
-    from mkpolicy.lint.api import lint_paths
+    from mkpolicy.check import check_paths
 
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(HERE)
-        result = lint_paths(CORPUS)
+        result = check_paths(CORPUS)
     return [{"rule": f.rule, "file": f.file, "line": f.line, "column": f.column} for f in result.findings]
 
 

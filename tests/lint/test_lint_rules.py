@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mkpolicy.lint.api import lint_paths
+from mkpolicy.check import check_paths
 
 HEADER = """\
 apiVersion: mkpolicy.io/v1alpha1
@@ -22,7 +22,7 @@ spec:
 def findings(tmp_path: Path, body: str, *, messages: bool = False) -> list[str]:
     path = tmp_path / "p.yaml"
     path.write_text(HEADER + textwrap.indent(textwrap.dedent(body), "  "))
-    result = lint_paths([str(path)])
+    result = check_paths([str(path)])
     assert result.input_errors == []
     return [f"{f.line}:{f.column} {f.rule}" + (f" {f.message}" if messages else "") for f in result.findings]
 
@@ -224,7 +224,7 @@ def test_disable_annotation_is_per_policy(tmp_path: Path) -> None:
         + "  managedBy: null\n"
     )
     (tmp_path / "p.yaml").write_text(text)
-    result = lint_paths([str(tmp_path / "p.yaml")])
+    result = check_paths([str(tmp_path / "p.yaml")])
     assert [(f.policy, f.rule) for f in result.findings] == [("q", "MKP402")]
     assert result.suppressed == 2
 
@@ -284,7 +284,7 @@ def test_schema_and_managed_by(tmp_path: Path, version: str, managed_by: str, ex
     (tmp_path / "p.yaml").write_text(
         HEADER.replace("Thing.v1", f"Thing.{version}") + f"  schema: crd.yaml\n  managedBy:\n    path: {managed_by}\n"
     )
-    result = lint_paths([str(tmp_path / "p.yaml")])
+    result = check_paths([str(tmp_path / "p.yaml")])
     assert [f"{f.rule} {f.message}" for f in result.findings if f.rule != "MKP401"] == expected
 
 
@@ -319,5 +319,5 @@ def test_document_problems_are_sorted_by_kind_not_wording(tmp_path: Path) -> Non
         HEADER.replace("Thing.v1.example.com", '"duplicate name"')
         + "  unknownField: 1\n  variables:\n    - {name: a, expression: '1'}\n    - {name: a, expression: '2'}\n"
     )
-    rules = [f"{f.line}:{f.column} {f.rule}" for f in lint_paths([str(path)]).findings]
+    rules = [f"{f.line}:{f.column} {f.rule}" for f in check_paths([str(path)]).findings]
     assert rules == ["6:14 MKP102", "7:3 MKP103", "9:5 MKP105"]

@@ -1,11 +1,11 @@
-"""Lint findings and the result of a lint run."""
+"""Findings of the checker (what lint reports) and the result of a run."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mkpolicy.errors import Location, MkpolicyError
-from mkpolicy.lint.rules import RULES, Severity
+from mkpolicy.check.rules import RULES, Severity
+from mkpolicy.errors import Location, MkpolicyError, PolicyError
 
 
 @dataclass(frozen=True, order=True)
@@ -38,6 +38,11 @@ class Finding:
         """The rule's name (``yaml-syntax``...)."""
         return RULES[self.rule].name
 
+    def report(self) -> str:
+        """One line: ``file:line:col: severity RULE message`` (lint's text report, validate,
+        ``sidecar --check`` and the sidecar's log all print this line)."""
+        return f"{self.file}:{self.line}:{self.column}: {self.severity} {self.rule} {self.message}"
+
 
 @dataclass
 class LintResult:
@@ -63,3 +68,31 @@ class LintResult:
         if fail_on == "warning":
             return bool(self.findings)
         return self.count("error") > 0
+
+
+class FindingError(PolicyError):
+    """An error-severity finding, as an error: :meth:`report` prints the finding's line."""
+
+    def __init__(self, finding: Finding) -> None:
+        super().__init__(f"{finding.rule} {finding.message}", Location(finding.file, finding.line, finding.column))
+        self.finding = finding
+
+    def report(self, severity: str = "error") -> str:
+        """``file:line:col: error RULE message``, exactly as ``mkpolicy lint`` prints it."""
+        return self.finding.report()
+
+
+class CheckError(PolicyError):
+    """Policies the checker refuses. ``problems`` are the unreadable inputs
+    (:class:`~mkpolicy.errors.InputError`) and a :class:`FindingError` per error finding;
+    ``stage`` is ``load`` when a document could not be read or validated, else ``compile``."""
+
+    def __init__(self, problems: list[PolicyError]) -> None:
+        count = len(problems)
+        super().__init__(f"{count} problem{'s' * (count != 1)} in the policies", problems[0].location, problems)
+        document = any(not isinstance(p, FindingError) or p.finding.rule.startswith("MKP1") for p in problems)
+        self.stage = "load" if document else "compile"
+
+    def report(self, severity: str = "error") -> str:
+        """Every problem, one line each."""
+        return "\n".join(p.report() for p in self.problems)

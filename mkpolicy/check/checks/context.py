@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mkpolicy.cel.ast import Node
+from mkpolicy.check.findings import Finding
+from mkpolicy.check.sites import Site
+from mkpolicy.engine import Adapter
 from mkpolicy.engine.expressions import PolicyExpression
 from mkpolicy.errors import Location
-from mkpolicy.lint.findings import Finding
-from mkpolicy.lint.sites import Site
 from mkpolicy.policy import FrameworkPolicy
 from mkpolicy.policy.source import Path
 from mkpolicy.structural import Schema
@@ -20,6 +21,8 @@ class Compiled:
 
     site: Site
     expression: PolicyExpression
+    #: Compiled by the engine, type check included (so it has no engine-level type error).
+    engine_checked: bool = True
 
     @property
     def ast(self) -> Node:
@@ -33,6 +36,8 @@ class PolicyContext:
 
     policy: FrameworkPolicy
     schema: Schema | None = None
+    #: The policy as the engine compiles it; None when the engine refuses it.
+    adapter: Adapter | None = None
     compiled: list[Compiled] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
 

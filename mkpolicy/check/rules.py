@@ -43,7 +43,7 @@ _CATALOG = [
     Rule("MKP108", "schema-mismatch", "error", "spec.schema is the CRD of another kind or group."),
     # -- CEL ----------------------------------------------------------------------------
     Rule("MKP201", "cel-syntax", "error", "A CEL expression does not parse."),
-    Rule("MKP202", "cel-compile", "error", "A CEL expression names an unknown variable, function or type."),
+    Rule("MKP202", "cel-compile", "error", "A CEL expression does not compile as Kubernetes compiles it."),
     Rule("MKP203", "patch-result-type", "error", "A patch expression cannot produce what its patch type needs."),
     Rule("MKP204", "cel-type", "error", "A CEL expression does not type-check against the framework's schema."),
     Rule("MKP205", "cost-over-budget", "warning", "An expression's worst-case cost exceeds the per-call budget."),

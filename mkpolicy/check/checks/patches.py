@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from mkpolicy.check.celpaths import FieldWrite, PatchOp, PathTemplate, json_patch_ops, literal_keys, object_writes
+from mkpolicy.check.checks.context import Compiled, PolicyContext
 from mkpolicy.engine.generic import FORBIDDEN_METADATA, ORIGIN_LABEL, PREBUILT_WORKLOAD_KEY
-from mkpolicy.lint.celpaths import FieldWrite, PatchOp, PathTemplate, json_patch_ops, literal_keys, object_writes
-from mkpolicy.lint.checks.context import Compiled, PolicyContext
 from mkpolicy.policy.model import check_pointer
 
 OPERATIONS = ("add", "remove", "replace", "move", "copy", "test")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mkpolicy.check.checks.context import PolicyContext
 from mkpolicy.errors import PolicyError
-from mkpolicy.lint.checks.context import PolicyContext
 from mkpolicy.structural import Schema, read_schema_document
 
 #: Parsed schema files of one lint run: path -> document, or the PolicyError reading it.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mkpolicy.lint.checks.context import PolicyContext
+from mkpolicy.check.checks.context import PolicyContext
 from mkpolicy.policy import DEFAULT_MANAGED_BY_PATH, MULTIKUEUE_CONTROLLER
 from mkpolicy.policy.model import check_pointer
 from mkpolicy.structural import Schema, is_absent

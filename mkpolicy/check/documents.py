@@ -12,8 +12,8 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from mkpolicy.check.findings import Finding
 from mkpolicy.errors import InputError, Location, MkpolicyError, PolicyError
-from mkpolicy.lint.findings import Finding
 from mkpolicy.policy import API_VERSION, KIND, FrameworkPolicy
 from mkpolicy.policy.loader import (
     describe_document,
