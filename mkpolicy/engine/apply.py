@@ -188,8 +188,13 @@ def _merge_list(live: list[Any], patch: list[Any], schema: MergeSchema, path: st
 
 def _map_key(schema: MergeSchema) -> Any:
     keys = schema.list_map_keys
-    defaults = schema.items().schema.node or {}
-    props = defaults.get("properties") if isinstance(defaults.get("properties"), dict) else {}
+    item_schema = schema.items().schema.node or {}
+    props = item_schema.get("properties")
+    defaults: dict[str, Any] = {
+        name: node["default"]
+        for name, node in (props.items() if isinstance(props, dict) else ())
+        if isinstance(node, dict) and node.get("default") is not None
+    }
 
     def key_of(item: Any, where: str) -> tuple[Any, ...]:
         if item is None:
@@ -200,8 +205,8 @@ def _map_key(schema: MergeSchema) -> Any:
         for name in keys:
             if name in item:
                 fields.append((name, _hashable(item[name])))
-            elif isinstance(props.get(name), dict) and props[name].get("default") is not None:
-                fields.append((name, _hashable(props[name]["default"])))
+            elif name in defaults:
+                fields.append((name, _hashable(defaults[name])))
             # else: the key is left out, and the item is a different entry than one with it
         if not fields:
             raise PatchError(
