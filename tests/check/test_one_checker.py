@@ -57,6 +57,26 @@ CASES = [
         ["MKP108"],
     ),
     (
+        "int-annotation-value",
+        creation('[JSONPatch{op: \"add\", path: \"/metadata/annotations/ml.example.com~1gpus\", value: 8}]'),
+        ["MKP507"],
+    ),
+    (
+        "remove-of-an-undeclared-path",
+        creation('[JSONPatch{op: \"remove\", path: \"/spec/nodeSelecter\"}]'),
+        ["MKP504"],
+    ),
+    (
+        "apply-configuration-sets-an-atomic-list",
+        creation('Object{spec: Object.spec{args: [\"--fast\"]}}', "ApplyConfiguration"),
+        ["MKP508"],
+    ),
+    (
+        "map-list-item-without-its-key",
+        creation('Object{spec: Object.spec{ports: [Object.spec.ports{port: 80}]}}', "ApplyConfiguration"),
+        ["MKP509"],
+    ),
+    (
         "jsonpatch-field-of-the-wrong-type",
         creation('[JSONPatch{op: \"add\", path: 3, value: 1}]'),
         ["MKP202"],
@@ -127,3 +147,29 @@ def test_a_hot_reload_to_a_policy_with_errors_is_refused(tmp_path: Path, text: s
         assert good is not None and not good.pending
 
     asyncio.run(scenario())
+
+
+#: Cases whose error is the engine's own at run time (the others are the worker API server's).
+RUN_TIME = {
+    "remove-of-an-undeclared-path": "cannot remove '/spec/nodeSelecter': the member does not exist",
+    "apply-configuration-sets-an-atomic-list": ".spec.args is an atomic list and may not be set",
+    "map-list-item-without-its-key": "associative list with keys has an element that omits all key fields",
+}
+
+
+@pytest.mark.parametrize("case", sorted(RUN_TIME))
+def test_what_lint_says_is_what_happens_at_run_time(tmp_path: Path, case: str) -> None:
+    import mkpolicy
+    from mkpolicy.errors import PatchError
+
+    text = next(c[1] for c in CASES if c[0] == case)
+    directory = policy_dir(tmp_path, text)
+    adapter = mkpolicy.compile(mkpolicy.load(str(directory / "trainingrun.yaml"))[0])
+    job = {
+        "apiVersion": "ml.example.com/v1",
+        "kind": "TrainingRun",
+        "metadata": {"name": "train", "namespace": "default"},
+        "spec": {"managedBy": "kueue.x-k8s.io/multikueue", "image": "trainer:1", "args": ["--slow"]},
+    }
+    with pytest.raises(PatchError, match=RUN_TIME[case].replace("[", r"\[").replace(".", r"\.")):
+        adapter.create(job, mkpolicy.Context(workload_name="wl"))

@@ -9,6 +9,7 @@ from mkpolicy.check.checks.patches import check_patches
 from mkpolicy.check.checks.schema import SchemaCache, check_schema
 from mkpolicy.check.checks.types import check_cost, check_has_required, check_types
 from mkpolicy.check.checks.usage import check_constant_match_conditions, check_phase_variables, check_variables
+from mkpolicy.check.checks.writes import check_writes
 from mkpolicy.check.findings import Finding
 from mkpolicy.engine import Adapter
 from mkpolicy.policy import FrameworkPolicy
@@ -29,6 +30,7 @@ def check_policy(policy: FrameworkPolicy, cache: SchemaCache | None = None) -> t
     check_variables(ctx)
     check_phase_variables(ctx)
     check_patches(ctx)
+    check_writes(ctx)
     return ctx.findings, ctx.adapter
 
 

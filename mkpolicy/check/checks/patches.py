@@ -36,7 +36,7 @@ class Protected:
 
 
 def creation_protected(ctx: PolicyContext) -> list[Protected]:
-    """What creation patches must leave alone (DESIGN.md §2, creation step 5)."""
+    """What creation patches must leave alone (the invariants the engine checks after each patch)."""
     out = [
         Protected(("apiVersion",), True, "the worker copy keeps the manager's apiVersion"),
         Protected(("kind",), True, "the worker copy keeps the manager's kind"),

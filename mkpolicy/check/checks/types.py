@@ -4,22 +4,14 @@ from __future__ import annotations
 
 from mkpolicy.cel import PER_CALL_LIMIT, CelTypeError, estimate_cost, typecheck
 from mkpolicy.cel.ast import Select
-from mkpolicy.cel.checker import check, schema_variables
+from mkpolicy.cel.cost import UNBOUNDED
 from mkpolicy.check.celpaths import accesses
-from mkpolicy.check.checks.context import Compiled, PolicyContext
+from mkpolicy.check.checks.context import SCHEMA_VARIABLES, Compiled, PolicyContext
 from mkpolicy.engine.expressions import compile_type_errors
 from mkpolicy.structural import Schema, is_absent
 
-#: Variables that hold an object of the framework's kind (typed by its schema).
-SCHEMA_VARIABLES = ("object", "managerObject", "workerObject")
 #: Fields every stored object has, whatever its schema says.
 _ALWAYS_PRESENT = frozenset({"apiVersion", "kind", "metadata"})
-#: The estimator's cap: the cost of an expression whose sizes it cannot bound.
-_UNBOUNDED = 2**64 - 1
-
-
-def _schemas(ctx: PolicyContext) -> dict[str, Schema | None]:
-    return {name: ctx.schema for name in SCHEMA_VARIABLES}
 
 
 def check_types(ctx: PolicyContext) -> None:
@@ -31,13 +23,12 @@ def check_types(ctx: PolicyContext) -> None:
     engine refused the policy: otherwise it passed), with the schema's types and literals
     joining to ``dyn``, and with the schema's types and homogeneous literals.
     """
-    schemas = _schemas(ctx)
-    variables = schema_variables(schemas)
+    schemas = ctx.schemas
     for compiled in ctx.compiled:
         site = compiled.site
         program = compiled.expression.program
         engine = [] if compiled.engine_checked else compile_type_errors(program)
-        loose = check(program, variables, homogeneous_literals=False, object_schema=schemas.get("object")).errors
+        loose = ctx.types(compiled).errors
         strict = typecheck(program, schemas)
         refused = {(e.offset or 0, e.message) for e in engine}
         hard = {(e.offset or 0, e.message) for e in loose}
@@ -52,20 +43,27 @@ def _order(error: CelTypeError) -> tuple[int, str]:
 
 
 def check_cost(ctx: PolicyContext) -> None:
-    """MKP205: worst-case static cost above Kubernetes' per-call limit."""
-    schemas = _schemas(ctx)
+    """MKP205: a worst-case static cost above Kubernetes' per-call limit, or one the
+    estimator cannot bound at all (it saturates: the most expensive expressions)."""
+    schemas = ctx.schemas
     for compiled in ctx.compiled:
         site = compiled.site
         cost = estimate_cost(compiled.expression.program, schemas)
-        if PER_CALL_LIMIT < cost < _UNBOUNDED:
-            bound = "the schema's maxItems/maxProperties/maxLength" if ctx.schema else "a schema with size limits"
-            ctx.report(
-                "MKP205",
-                f"{site.where}: worst-case cost {cost:,} exceeds the per-call limit {PER_CALL_LIMIT:,}; "
-                f"evaluation on large objects fails with a cost error (bound sizes with {bound}, "
-                "or iterate over less)",
-                site.locate(0),
-            )
+        if cost <= PER_CALL_LIMIT:
+            continue
+        bound = "the schema's maxItems/maxProperties/maxLength" if ctx.schema else "a schema with size limits"
+        worst = (
+            "has no bound: the estimate saturates (sizes multiply past 2^64 units)"
+            if cost >= UNBOUNDED
+            else f"{cost:,}"
+        )
+        ctx.report(
+            "MKP205",
+            f"{site.where}: worst-case cost {worst}, over the per-call limit {PER_CALL_LIMIT:,}; "
+            f"evaluation on large objects fails with a cost error (bound sizes with {bound}, "
+            "or iterate over less)",
+            site.locate(0),
+        )
 
 
 def check_has_required(ctx: PolicyContext) -> None:
