@@ -1,6 +1,6 @@
 """Conversions between CEL runtime values and plain Python / JSON values.
 
-The public API (DESIGN.md §6) exchanges ``datetime``/``timedelta`` for timestamps and
+The public API (docs/architecture.md) exchanges ``datetime``/``timedelta`` for timestamps and
 durations; inside, CEL keeps nanosecond precision. JSON conversion is what Kubernetes
 does when a CEL value becomes part of an object (a JSONPatch value, an ApplyConfiguration).
 """

@@ -1,10 +1,12 @@
 """Lint FrameworkPolicy files: document errors, CEL syntax and types against the framework's
-schema, managedBy, patches that break invariants, cost, unused variables, and format
-features stock Kueue's generic adapter cannot honour.
+schema, managedBy, what patches write against the schema, patches that break invariants,
+cost, unused variables, and format features stock Kueue's generic adapter cannot honour.
 
 Each finding has a stable rule ID (MKP101...), documented in docs/lint-rules.md, and the
-position of the offending token in the YAML file. Silence rules with --disable, or per
-policy with the annotation lint.mkpolicy.io/disable: "MKP401, MKP405".
+position of the offending token in the YAML file. The errors are exactly what 'mkpolicy
+validate', 'mkpolicy sidecar --check' and the sidecar refuse (one checker). Silence rules
+with --disable (this report only), or per policy with the annotation
+lint.mkpolicy.io/disable: "MKP401, MKP405" (everywhere; not the rules the engine enforces).
 
 Exit code 0 when nothing at or above --fail-on was found, 1 when something was, 2 for
 unreadable paths and usage errors.

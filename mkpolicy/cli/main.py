@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 #: (name, module, one-line help), in the order ``--help`` lists them.
 COMMANDS: list[tuple[str, str, str]] = [
-    ("validate", "mkpolicy.cli.validate", "check policy files: YAML, fields, GVKs, CEL compilation"),
+    ("validate", "mkpolicy.cli.validate", "check policies with every error rule of lint, as the sidecar loads them"),
     ("apply", "mkpolicy.cli.apply", "dry run: the worker copy (create) or status patch (sync) of an object"),
     ("lint", "mkpolicy.cli.lint", "lint policies: stable rule IDs, text/json/sarif/github reports"),
     ("test", "mkpolicy.cli.test", "run policy test suites (*.test.yaml); --update-snapshots, --junit"),

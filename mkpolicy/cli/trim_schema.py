@@ -10,7 +10,7 @@ compact JSON (it loads faster than YAML); name it in the policy's spec.schema an
 in the same ConfigMap as the policy, e.g.:
 
   mkpolicy trim-schema crds/trainingrun.yaml --framework TrainingRun.v1.ml.example.com \\
-      -o policies/trainingrun.schema.json
+      -o my-policies/trainingrun.schema.json
 
 Lint (MKP109) says when a schema is too big to deploy. Exit code 0, 2 for unreadable
 input or a CRD of another kind.

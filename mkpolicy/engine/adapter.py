@@ -1,6 +1,6 @@
 """Compile a FrameworkPolicy into an :class:`Adapter` that creates and syncs objects.
 
-Semantics are DESIGN.md §2: creation starts from Kueue's generic clone, applies the
+Semantics (docs/architecture.md, "Semantics"): creation starts from Kueue's generic clone, applies the
 creation patches in order and checks the invariants after each; status write-back
 starts from the manager's object, applies the sync patches and returns a JSON merge
 patch for the status subresource. With no patches an adapter behaves exactly like
@@ -206,7 +206,7 @@ class Adapter:
         if self.managed_by_tokens is not None:
             start = remove_pointer(start, self.managed_by_tokens)
         place = identifier_place(mode, ctx.workload_name)
-        # Invariants are checked once, on the result (DESIGN.md §2 step 5). Only when
+        # Invariants are checked once, on the result (creation step 4 of docs/architecture.md). Only when
         # that fails are the patches replayed one by one, to name the patch that broke
         # it (and, under failurePolicy Ignore, to skip it).
         skipped: list[MkpolicyError] = []

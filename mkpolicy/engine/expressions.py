@@ -27,7 +27,7 @@ from mkpolicy.cel.values import ObjectValue
 from mkpolicy.errors import CelError, Location, PatchError
 from mkpolicy.policy.source import Path
 
-#: The variables every policy expression can use (DESIGN.md §2).
+#: The variables every policy expression can use (docs/architecture.md, "CEL variables").
 POLICY_VARIABLES = frozenset(
     {
         "object",
