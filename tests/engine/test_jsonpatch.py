@@ -261,3 +261,24 @@ def test_the_one_pass_path_agrees_with_the_general_path(expression: str, monkeyp
 def test_an_op_that_is_not_a_string_is_an_unknown_op() -> None:
     with pytest.raises(PatchError, match=r"operation 1: unknown op \['add'\]"):
         apply_json_patch({"a": 1}, [{"op": ["add"], "path": "/a", "value": 2}])
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        ("[JSONPatch{op: 1, path: '/spec/a'}]", "field 'JSONPatch.op' expects 'string', found 'int'"),
+        ("[JSONPatch{op: 'add', path: ['/spec/a']}]", "field 'JSONPatch.path' expects 'string', found 'list(string)'"),
+        ("[JSONPatch{op: 'add', path: '/spec/a', frm: '/x'}]", "'JSONPatch' has no field 'frm'"),
+        ("[JSONPatch{op: 'add', path: '/spec/a', value: [1, 'a']}]", "Kubernetes requires list and map literals"),
+    ],
+    ids=["op-int", "path-list", "unknown-field", "mixed-literal"],
+)
+def test_jsonpatch_construction_is_type_checked_at_compile_time(expression: str, message: str) -> None:
+    # Kubernetes compiles MAP expressions with cel-go's checker: JSONPatch's fields are typed
+    # (k8s.io/apiserver/pkg/cel/mutation/jsonpatch.go, JSONPatchType.Field: op, path and from
+    # are strings, value is dyn) and literals must be homogeneous (environment/base.go), so
+    # such an expression is a compile error, not a failure of every evaluation.
+    with pytest.raises(mkpolicy.CelError) as info:
+        mkpolicy.mutate({"spec": {}}, [{"patchType": "JSONPatch", "expression": expression}])
+    assert message in info.value.message
+    assert not isinstance(info.value, mkpolicy.cel.CelEvalError)
