@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from mkpolicy.check.rules import RULES, Severity
@@ -87,9 +88,9 @@ class CheckError(PolicyError):
     (:class:`~mkpolicy.errors.InputError`) and a :class:`FindingError` per error finding;
     ``stage`` is ``load`` when a document could not be read or validated, else ``compile``."""
 
-    def __init__(self, problems: list[PolicyError]) -> None:
+    def __init__(self, problems: Sequence[PolicyError]) -> None:
         count = len(problems)
-        super().__init__(f"{count} problem{'s' * (count != 1)} in the policies", problems[0].location, problems)
+        super().__init__(f"{count} problem{'s' * (count != 1)} in the policies", problems[0].location, list(problems))
         document = any(not isinstance(p, FindingError) or p.finding.rule.startswith("MKP1") for p in problems)
         self.stage = "load" if document else "compile"
 

@@ -159,3 +159,21 @@ def test_apply_warns_of_what_the_api_server_would_refuse(capsys: pytest.CaptureF
         "warning: the worker's API server would refuse the worker copy (spec.schema): "
         'spec.mode: Unsupported value: "turbo": supported values: "fast", "slow"\n'
     )
+
+
+def test_apply_says_when_the_sidecar_would_refuse_the_policy(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    policy = tmp_path / "p.yaml"
+    policy.write_text(
+        "apiVersion: mkpolicy.io/v1alpha1\nkind: FrameworkPolicy\nmetadata: {name: p}\nspec:\n"
+        "  framework: PipelineRun.v1.tekton.dev\n  creation:\n    patches:\n      - type: JSONPatch\n"
+        '        jsonPatch: {expression: \'[JSONPatch{op: "add", path: "/metadata/annotations/n", value: 1}]\'}\n'
+    )
+    code, out, err = run(capsys, "apply", "--policy", str(policy), "--phase", "create", "-f", TEKTON, "-o", "json")
+    assert code == 0 and json.loads(out)["metadata"]["annotations"]["n"] == 1  # what the engine does
+    assert err == (
+        f"{policy}:9:96: error MKP507 creation patch #1 (JSONPatch): /metadata/annotations/n: an annotation value "
+        "must be a string; found int (the API server answers 400 Bad Request, on every retry); convert it with "
+        "string() [the sidecar and 'mkpolicy validate' refuse this policy]\n"
+    )
