@@ -74,7 +74,7 @@ def load_checked(paths: Iterable[str]) -> list[Adapter]:
     error, ``mkpolicy validate``, ``mkpolicy sidecar --check`` and the sidecar refuse.
     """
     run = check(paths)
-    problems: list[PolicyError] = list(run.result.input_errors)  # type: ignore[arg-type]
+    problems: list[PolicyError] = list(run.result.input_errors)
     problems += [FindingError(f) for f in run.result.findings if f.severity == "error"]
     if problems:
         raise CheckError(problems)

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from mkpolicy.check.rules import RULES, Severity
-from mkpolicy.errors import Location, MkpolicyError, PolicyError
+from mkpolicy.errors import Location, PolicyError
 
 
 @dataclass(frozen=True, order=True)
@@ -55,7 +55,7 @@ class LintResult:
     """
 
     findings: list[Finding] = field(default_factory=list)
-    input_errors: list[MkpolicyError] = field(default_factory=list)
+    input_errors: list[PolicyError] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     policies: int = 0
     suppressed: int = 0

@@ -14,7 +14,7 @@ from mkpolicy.check.sites import sites
 from mkpolicy.engine import Adapter
 from mkpolicy.engine.expressions import POLICY_VARIABLES, Locator, PolicyExpression
 from mkpolicy.engine.mutation import CompiledMutation
-from mkpolicy.errors import CelError
+from mkpolicy.errors import CelError, MkpolicyError
 
 
 def check_compile(ctx: PolicyContext) -> None:
@@ -23,6 +23,9 @@ def check_compile(ctx: PolicyContext) -> None:
         ctx.adapter = Adapter(ctx.policy, ctx.schema)
     except CelError:
         _compile_each(ctx)
+        return
+    except MkpolicyError as exc:  # not an expression's fault: say so, the policy cannot run
+        ctx.report("MKP202", f"the engine refuses the policy: {exc.message}", exc.location)
         return
     by_path = {expression.path: expression for expression in ctx.adapter.expressions()}
     ctx.compiled = [Compiled(site, by_path[site.path]) for site in sites(ctx.policy)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from mkpolicy.check.celpaths import pointer
 from mkpolicy.check.checks.context import PolicyContext
 from mkpolicy.policy import DEFAULT_MANAGED_BY_PATH, MULTIKUEUE_CONTROLLER
 from mkpolicy.policy.kueue import generic_adapter_gap
@@ -47,7 +48,7 @@ def check_managed_by_schema(ctx: PolicyContext) -> None:
                 )
                 return
             schema = child
-        walked += "/" + token.replace("~", "~0").replace("/", "~1")
+        walked += pointer([token])
     if schema.known and schema.type is not None and schema.type != "string":
         ctx.report(
             "MKP302",

@@ -10,7 +10,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from mkpolicy.check.celpaths import FieldWrite, PatchOp, PathTemplate, json_patch_ops, literal_keys, object_writes
+from mkpolicy.check.celpaths import (
+    FieldWrite,
+    PatchOp,
+    PathTemplate,
+    json_patch_ops,
+    literal_keys,
+    object_writes,
+    pointer,
+)
 from mkpolicy.check.checks.context import Compiled, PolicyContext
 from mkpolicy.engine.generic import FORBIDDEN_METADATA, ORIGIN_LABEL, PREBUILT_WORKLOAD_KEY
 from mkpolicy.policy.model import check_pointer
@@ -32,7 +40,7 @@ class Protected:
     @property
     def pointer(self) -> str:
         """The path as a JSON pointer."""
-        return "/" + "/".join(t.replace("~", "~0").replace("/", "~1") for t in self.tokens)
+        return pointer(self.tokens)
 
 
 def creation_protected(ctx: PolicyContext) -> list[Protected]:

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 
 from mkpolicy.cel import types as t
 from mkpolicy.cel.ast import ListLit, Literal, MapLit, Node, StructLit
-from mkpolicy.check.celpaths import PatchOp, json_patch_ops
+from mkpolicy.check.celpaths import PatchOp, json_patch_ops, pointer
 from mkpolicy.check.checks.context import Compiled, PolicyContext
 from mkpolicy.check.checks.managed_by import fields_hint
 from mkpolicy.structural import Schema, is_absent
@@ -112,7 +112,7 @@ class _Walker:
             found = self._walk_path(tokens)
             if isinstance(found, str):
                 if reads:
-                    consequence = _NEVER_THERE["test" if op.op == "test" else op.op]
+                    consequence = _NEVER_THERE[op.op]
                     self.report(
                         "MKP504", f"{verb}: {found}; the field can never be there, so this {consequence}", template.pos
                     )
@@ -148,7 +148,7 @@ class _Walker:
                 schema = child
             else:
                 return f"{walked or '/'} is a {schema.type} in the schema, it has no field {token!r}"
-            walked += "/" + token.replace("~", "~0").replace("/", "~1")
+            walked += pointer([token])
         return schema if schema.known else None
 
     # -- values ----------------------------------------------------------------------------
@@ -164,7 +164,7 @@ class _Walker:
                     continue
                 child = schema.field(key.value)
                 if is_absent(child):
-                    shown = _pointer(tokens)
+                    shown = pointer(tokens)
                     self.report(
                         "MKP505",
                         f"{shown}: the schema of {self.framework} declares no field {key.value!r} there"
@@ -192,7 +192,7 @@ class _Walker:
             return
         if schema.int_or_string and found in ("integer", "string"):
             return
-        shown = _pointer(tokens)
+        shown = pointer(tokens)
         if _label_or_annotation(tokens):
             self.report(
                 "MKP507",
@@ -223,7 +223,7 @@ class _Walker:
                 if isinstance(node, MapLit) and schema.known:
                     self.report(
                         "MKP504",
-                        f"Object{{...}} sets {_pointer(path)}, which the schema of {self.framework} does not "
+                        f"Object{{...}} sets {pointer(path)}, which the schema of {self.framework} does not "
                         f"declare{fields_hint(schema)}; Kubernetes refuses the whole configuration",
                         entry_pos,
                     )
@@ -231,7 +231,7 @@ class _Walker:
             self._field(value, child, path, status_only)
 
     def _field(self, value: Node, schema: Schema, tokens: tuple[str, ...], status_only: bool) -> None:
-        shown = _pointer(tokens)
+        shown = pointer(tokens)
         kind = _JSON_KIND.get(self.type_of(value).kind)
         is_list = isinstance(value, ListLit) or kind == "array"
         is_map = isinstance(value, (StructLit, MapLit)) or kind == "object"
@@ -296,10 +296,6 @@ def _entries(node: StructLit | MapLit) -> Iterator[tuple[str, int, Node]]:
             yield key, entry.pos, entry.value
         elif isinstance(key, Literal) and isinstance(key.value, str):
             yield key.value, entry.pos, entry.value
-
-
-def _pointer(tokens: tuple[str, ...]) -> str:
-    return "".join("/" + token.replace("~", "~0").replace("/", "~1") for token in tokens)
 
 
 def _article(noun: str) -> str:
