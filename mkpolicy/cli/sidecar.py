@@ -115,8 +115,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             if args.kubeconfig_dir:
                 from mkpolicy.kube.kubeconfig import write_kubeconfig
+                from mkpolicy.kube.secretfiles import private_dir
 
-                os.makedirs(args.kubeconfig_dir, mode=0o700, exist_ok=True)
+                private_dir(args.kubeconfig_dir)
                 for worker in config.workers:
                     write_kubeconfig(
                         os.path.join(args.kubeconfig_dir, f"{worker.name}.kubeconfig"), sidecar.kubeconfig(worker.name)

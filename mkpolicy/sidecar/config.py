@@ -30,6 +30,10 @@ Example (every field but ``workers`` has a default)::
       intervalSeconds: 2
     shutdown:
       gracePeriodSeconds: 20
+    limits:                            # bounds on clients and answers (see docs/install.md, "Hardening")
+      maxConnections: 128              # per worker endpoint
+      headSeconds: 10
+      maxBodyBytes: 3145728
     logging:
       level: info
 
@@ -225,6 +229,78 @@ class Shutdown(_Model):
         return value
 
 
+class Limits(_Model):
+    """Bounds on what clients of the worker endpoints (and the workers' answers) may hold.
+
+    The worker endpoints hold every worker's credentials; whatever connects to them is
+    bounded before it is authenticated (connections, handshake and head time, head
+    size) and after (body size, waiting for a worker connection, rewritten answers).
+    """
+
+    max_connections: int = Field(
+        default=128,
+        description="Client connections open at once per worker endpoint (TLS handshakes included); "
+        "more are closed as they are accepted. Kueue needs one per watch plus a few for requests.",
+    )
+    handshake_seconds: float = Field(default=10.0, description="Time a client has to complete the TLS handshake.")
+    head_seconds: float = Field(
+        default=10.0,
+        description="Time a client has to send a whole request head, from its first byte "
+        "(for a new connection: from the handshake); the connection is closed after it.",
+    )
+    idle_seconds: float = Field(
+        default=120.0,
+        description="Time an idle keep-alive connection is kept (longer than client-go's 90 s, so the client "
+        "closes first).",
+    )
+    max_head_bytes: int = Field(
+        default=64 * 1024, description="Largest request head (request line and header fields), in bytes (431 above)."
+    )
+    max_header_fields: int = Field(default=128, description="Most header fields in a request head (431 above).")
+    max_body_bytes: int = Field(
+        default=3 * 1024 * 1024,
+        description="Largest request body, in bytes (413 above): kube-apiserver's own limit (3 MiB).",
+    )
+    worker_wait_seconds: float = Field(
+        default=10.0,
+        description="Time a request may wait for a connection to its worker when all are busy (503 after it).",
+    )
+    max_worker_connections: int = Field(
+        default=256, description="Connections to one worker at most (watches included); more requests wait."
+    )
+    max_answer_bytes: int = Field(
+        default=8 * 1024 * 1024,
+        description="Largest worker answer the sidecar reads whole to rewrite (a policy kind's object), "
+        "in bytes (502 above); answers passed through are streamed and not bounded.",
+    )
+    answer_budget_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        description="Bytes of answers being rewritten at once, over all endpoints; a rewrite that would exceed "
+        "it is answered 429 (Retry-After: 1), which client-go retries.",
+    )
+
+    @field_validator("max_connections", "max_header_fields", "max_worker_connections")
+    @classmethod
+    def _count(cls, value: int) -> int:
+        if not 1 <= value <= 100_000:
+            raise ValueError(f"expected 1 to 100000; found {value}")
+        return value
+
+    @field_validator("handshake_seconds", "head_seconds", "idle_seconds", "worker_wait_seconds")
+    @classmethod
+    def _seconds(cls, value: float) -> float:
+        if not 0 < value <= 3600:
+            raise ValueError(f"expected more than 0 and at most 3600 seconds; found {value}")
+        return value
+
+    @field_validator("max_head_bytes", "max_body_bytes", "max_answer_bytes", "answer_budget_bytes")
+    @classmethod
+    def _bytes(cls, value: int) -> int:
+        if not 1024 <= value <= 1 << 34:
+            raise ValueError(f"expected 1024 bytes to 16 GiB; found {value}")
+        return value
+
+
 class Logging(_Model):
     """Structured JSON logs on stderr."""
 
@@ -244,6 +320,7 @@ class SidecarConfig(_Model):
     state: State = Field(default_factory=State)
     reload: Reload = Field(default_factory=Reload)
     shutdown: Shutdown = Field(default_factory=Shutdown)
+    limits: Limits = Field(default_factory=Limits)
     logging: Logging = Field(default_factory=Logging)
 
     @field_validator("origin")
