@@ -26,6 +26,7 @@ import sys
 from typing import Any
 
 from mkpolicy.errors import InputError, Location
+from mkpolicy.yamlhint import explain
 
 #: Largest file read (bytes). Kubernetes objects are at most 1.5 MiB in etcd; CRDs of
 #: big frameworks (Argo Workflow) reach 3 MiB as YAML.
@@ -213,7 +214,7 @@ def _at(source: str, mark: Any) -> Location:
 
 def _malformed(exc: Any, source: str) -> InputError:
     mark = exc.problem_mark or exc.context_mark
-    problem = exc.problem or exc.context or "invalid YAML"
+    problem = explain(exc.problem or exc.context or "invalid YAML")
     return InputError(f"malformed YAML: {problem}", _at(source, mark))
 
 

@@ -1,4 +1,4 @@
-"""Run mkpolicy on the wire between the Kueue manager and its workers (DESIGN.md §3).
+"""Run mkpolicy on the wire between the Kueue manager and its workers (docs/architecture.md).
 
 One HTTPS endpoint per worker cluster (TLS with a CA the sidecar generates, a bearer
 token per worker); Kueue's MultiKueueCluster kubeconfig Secrets point at them.
@@ -137,7 +137,10 @@ def run(args: argparse.Namespace) -> int:
         print(exc.report(), file=sys.stderr)
         return EXIT_USAGE
     except OSError as exc:
-        error(f"cannot start: {exc}")
+        from mkpolicy.sidecar.config import bind_error
+
+        bind = bind_error(config, exc)
+        print(f"{args.config}: error: {bind}" if bind else f"error: cannot start: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
 

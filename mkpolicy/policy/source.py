@@ -21,6 +21,7 @@ from typing import Any
 
 import mkpolicy.yamldata as yamldata
 from mkpolicy.errors import InputError, Location, PolicyError
+from mkpolicy.yamlhint import explain
 
 Path = tuple[str | int, ...]
 
@@ -250,6 +251,8 @@ def parse_documents(text: str, file: str) -> Iterator[Document]:
         problem = exc.problem or exc.context or "invalid YAML"
         if "duplicate key" in str(exc):
             problem = f"duplicate key: {_duplicate_key(str(exc))}"
+        else:
+            problem = explain(problem, text.splitlines(), mark.line + 1 if mark is not None else None)
         loc = Location(file, mark.line + 1, mark.column + 1) if mark is not None else Location(file)
         raise PolicyError(f"malformed YAML: {problem}", loc) from None
     except YAMLError as exc:

@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
@@ -444,6 +444,53 @@ def config_from_dict(data: dict[str, Any]) -> SidecarConfig:
         raise ConfigError(message, None, [f"error: {m}" for m in found]) from None
 
 
+def field_names(loc: list[Any] | tuple[Any, ...]) -> list[str]:
+    """The YAML field names of the section at ``loc`` (``["listen"]``, ``["workers", 0]``)."""
+    model: Any = SidecarConfig
+    for seg in loc:
+        if isinstance(seg, int):
+            continue  # a list item: the same model
+        field = next((f for name, f in model.model_fields.items() if (f.alias or name) == seg), None)
+        if field is None:
+            return []
+        model = _model_of(field.annotation)
+        if model is None:
+            return []
+    return [f.alias or name for name, f in model.model_fields.items()]
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The model class inside ``annotation`` (``Listen``, ``list[Worker]``, ``SecretRef | None``)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _model_of(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def bind_error(config: SidecarConfig, exc: OSError) -> str | None:
+    """Which field of ``config`` holds the address a failed bind named, and why it failed
+    (asyncio's ``create_server`` words the error ``... bind on address ('127.0.0.1', 7443):
+    address already in use``); None when ``exc`` is not a bind error."""
+    found = re.search(r"bind on address \('([^']*)', (\d+)\): (.*)", str(exc))
+    if found is None:
+        return None
+    host, port, reason = found.group(1), int(found.group(2)), found.group(3)
+    fields = []
+    if port == config.ops.port and host == config.ops.address:
+        fields.append("ops.port (the /healthz, /readyz and /metrics endpoint)")
+    for i, (worker, worker_port) in enumerate(zip(config.workers, config.worker_ports(), strict=True)):
+        if worker_port == port and host == config.listen.address:
+            if worker.port is not None:
+                fields.append(f"workers[{i}].port (worker {worker.name!r})")
+            else:
+                fields.append(f"listen.basePort + {i} (worker {worker.name!r})")
+    held_by = " or ".join(fields) or "listen.address/ops.address"
+    return f"{held_by}: cannot listen on {host}:{port}: {reason}; choose a free port (or another address)"
+
+
 def _subdomain(value: str, what: str) -> str:
     if len(value) > 253 or not DNS_SUBDOMAIN.match(value):
         raise ValueError(f"expected {what} (DNS-1123 subdomain); found {value!r}")
@@ -465,7 +512,9 @@ def _problem(err: Any, source: Any) -> ConfigError:
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
     if kind == "extra_forbidden":
-        message = f"unknown field {where!r}"
+        fields = field_names(path[:-1])
+        expected = f"; expected one of: {', '.join(fields)}" if fields else ""
+        message = f"unknown field {where!r}{expected} (docs/sidecar-config.md)"
         location = source.location(tuple(path), key=True)
     elif kind == "missing":
         message = f"missing required field {where!r}"

@@ -1,4 +1,4 @@
-"""Kueue's generic MultiKueue adapter, replayed against real API servers (DESIGN.md §1).
+"""Kueue's generic MultiKueue adapter, replayed against real API servers (docs/architecture.md, "The problem").
 
 Stock Kueue cannot run here; this driver performs the same protocol over HTTP, so the
 sidecar (or a worker directly) sees exactly the requests Kueue would send:
