@@ -289,3 +289,58 @@ def test_rotated_token_in_a_kubeconfig_file_is_taken_up(tmp_path: Path) -> None:
                 )
 
         asyncio.run(scenario())
+
+
+@pytest.mark.loopback_only("creates cluster-scoped MultiKueueClusters and wires Secrets in kueue-system")
+def test_one_worker_unwirable_one_unreachable_the_other_serves(tmp_path: Path) -> None:
+    """Workers are isolated: a ClusterProfile MultiKueueCluster cannot be wired (said, the other is
+    wired); an unreachable worker answers 503 and shows in /readyz while the other one serves."""
+    import socket
+
+    with clusters(tmp_path) as env:
+        env.manager.create(kubeconfig_secret("worker1-secret", env.worker("worker1").kubeconfig()))
+        for name, source in (
+            ("worker1", {"kubeConfig": {"locationType": "Secret", "location": "worker1-secret"}}),
+            ("worker2", {"clusterProfileRef": {"name": "worker2-profile"}}),
+        ):
+            env.manager.create(
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta2",
+                    "kind": "MultiKueueCluster",
+                    "metadata": {"name": name},
+                    "spec": {"clusterSource": source},
+                }
+            )
+        with socket.socket() as sock:  # a port nothing listens on
+            sock.bind(("127.0.0.1", 0))
+            closed = sock.getsockname()[1]
+        unreachable = env.worker("worker2").kubeconfig()
+        unreachable["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{closed}"
+        (tmp_path / "w2.kubeconfig").write_text(yaml.safe_dump(unreachable))
+        config = env.config(
+            workers=[
+                {"name": "worker1", "kubeconfig": {"secret": {"name": "worker1-secret"}}},
+                {"name": "worker2", "kubeconfig": {"file": str(tmp_path / "w2.kubeconfig")}},
+            ]
+        )
+
+        async def scenario() -> None:
+            async with running(config, policy_dir(tmp_path, TEKTON)) as sidecar:
+                wired = await sidecar.wire()
+                assert wired["worker1"] == "updated"
+                assert wired["worker2"].startswith("not wired: worker worker2: MultiKueueCluster worker2 connects ")
+                async with (
+                    client(sidecar.kubeconfig("worker1")) as w1,
+                    client(sidecar.kubeconfig("worker2")) as w2,
+                ):
+                    with pytest.raises(ApiError) as info:
+                        await w2.get("/api/v1/namespaces")
+                    assert info.value.status == 503 and "unreachable" in info.value.message
+                    assert (await w1.get("/api/v1/namespaces"))["kind"] == "NamespaceList"
+                ready, checks = sidecar.readiness()
+                assert ready, checks
+                assert "ok worker worker1" in checks
+                assert any(c.startswith("warn worker worker2: unreachable") for c in checks), checks
+                assert any(c.startswith("warn wiring worker2: worker worker2: MultiKueueCluster") for c in checks)
+
+        asyncio.run(scenario())
