@@ -360,9 +360,10 @@ class Sidecar:
                 log.error("cannot wire", extra=fields(cluster=worker.name, error=message))
                 out[worker.name] = f"not wired: {message}"
                 continue
-            link.wired_secret = secret
             link.rewire = self._rewire
-            link.follow_wired(self._manager, secret)
+            if link.wired_secret != secret:  # (wire() again: the same Secret is watched once)
+                link.wired_secret = secret
+                link.follow_wired(self._manager, secret)
             result = await self._rewire(worker.name, secret)
             if result is not None:
                 out[worker.name] = result
