@@ -56,8 +56,8 @@ class PolicySet:
     fingerprint: str
     #: Policies whose kind the manager does not serve (yet): "name (GVK): why". Retried.
     pending: tuple[str, ...] = ()
-    #: The kinds of the pending policies: their creations are refused until they resolve.
-    pending_kinds: tuple[GVK, ...] = ()
+    #: (policy name, kind) of the pending policies: their creations are refused until they resolve.
+    pending_kinds: tuple[tuple[str, GVK], ...] = ()
     #: Valid policies stock Kueue cannot send through the wire: "name (GVK): why". Not used.
     skipped: tuple[str, ...] = ()
     loaded_at: float = field(default_factory=time.time)
@@ -72,13 +72,13 @@ class PolicySet:
 
     def pending_in(self, group: str) -> bool:
         """Whether a pending policy's kind is in ``group``."""
-        return any(g.group == group for g in self.pending_kinds)
+        return any(gvk.group == group for _, gvk in self.pending_kinds)
 
-    def pending_policy(self, group: str, kind: str) -> str | None:
-        """The pending-policy line of ``group``'s ``kind``, or None."""
-        for gvk, line in zip(self.pending_kinds, self.pending, strict=True):
+    def pending_policy(self, group: str, kind: str) -> tuple[str, GVK] | None:
+        """(name, kind) of the pending policy for ``group``'s ``kind``, or None."""
+        for name, gvk in self.pending_kinds:
             if (gvk.group, gvk.kind) == (group, kind):
-                return line
+                return name, gvk
         return None
 
 
@@ -197,7 +197,7 @@ class PolicyStore:
                     info = await self._info(adapter)
                     if info is None:
                         pending.append(f"{adapter.name} ({adapter.gvk}): the manager cluster does not serve this kind")
-                        pending_kinds.append(adapter.gvk)
+                        pending_kinds.append((adapter.name, adapter.gvk))
                     else:
                         entries.append(Entry(adapter, info))
             except ReloadError as exc:

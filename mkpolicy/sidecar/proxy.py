@@ -389,13 +389,14 @@ class WorkerEndpoint:
             assert isinstance(body, dict)
             meta = body["metadata"] if isinstance(body.get("metadata"), dict) else {}
             ctx = context_of(body, self.cluster)
+            policy, gvk = pending
             message = (
-                f"policy {pending}: a copy for {self.cluster} cannot be transformed until the manager serves the "
-                "kind (the sidecar retries discovery at each reload check)"
+                f"policy {policy} ({gvk}): the manager cluster does not serve this kind, so a copy for "
+                f"{self.cluster} cannot be transformed (the sidecar looks the kind up again at each reload check)"
             )
             workload = ctx.workload_name if ctx is not None else ""
             ref_ = _workload_ref(self.hub.kueue, target.namespace or "", workload) if workload else None
-            self._refused(pending.split(" ", 1)[0], "PolicyPending", ref_, message)
+            self._refused(policy, "PolicyPending", ref_, message)
             raise StatusError(503, f"mkpolicy sidecar: {message}", details={"name": str(meta.get("name") or "")})
         extra = [("Content-Length", str(len(raw)))]
         if "content-type" in head.fields:
@@ -476,7 +477,7 @@ class WorkerEndpoint:
                     entry, "sync", rewrite, entry.adapter, doc, manager, self.cluster, self.hub.origin
                 )
             except StatusError as exc:
-                ctx = context_of(meta and {"metadata": meta}, self.cluster)
+                ctx = context_of(doc, self.cluster)
                 where = self._ref(
                     entry, manager, meta.get("namespace"), meta.get("name"), ctx.workload_name if ctx else ""
                 )
