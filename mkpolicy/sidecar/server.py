@@ -244,7 +244,7 @@ class Sidecar:
         policies = [(e.name, e.adapter.gvk) for e in active.entries] if active is not None else []
         findings = policy_findings(self.kueue, policies) + port_findings(self.kueue, sidecar_ports(self.config))
         self._findings = findings
-        log.info("kueue", extra=fields(kueue=self.kueue.describe(), unread=self.kueue.unread))
+        log.info("kueue configuration", extra=fields(kueue=self.kueue.describe(), unread=self.kueue.unread))
         for finding in findings:
             (log.warning if finding.level == "warning" else log.info)("kueue: " + finding.message)
 
