@@ -10,7 +10,8 @@ Modules, one job each:
 * ``status`` — Kubernetes ``Status`` error bodies;
 * ``http1``, ``conn``, ``listener`` — HTTP/1.1 on the wire: message heads and framing,
   buffered connections with flow control, the TLS listener with keep-alive;
-* ``proxy`` — one worker endpoint: pass-through and transformed requests, watches;
+* ``proxy`` — one worker endpoint: what is transformed (creates, full reads of policy kinds), what passes;
+* ``forward`` — the endpoint's transport: sending to the worker, pass-through relay (watches included);
 * ``fastpath`` — plain reads answered from protocol callbacks, without waking a task;
 * ``relay`` — copying a worker's answer to the client (streams, breaks, Status errors);
 * ``upstream`` — the keep-alive connection pool to one real worker;

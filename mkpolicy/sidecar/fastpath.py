@@ -1,6 +1,6 @@
 """Requests answered from protocol callbacks, without waking a task (the sidecar's fast path).
 
-:meth:`~mkpolicy.sidecar.proxy.WorkerEndpoint.fast` decides which requests qualify; a
+:meth:`~mkpolicy.sidecar.forward.Forwarder.fast` decides which requests qualify; a
 :class:`FastExchange` then sends the request on a kept-alive worker connection and
 answers from that connection's data callback once the whole answer is there: as it came
 for a pass-through, rewritten by the policy for a read of a policy kind. Whatever it
@@ -35,7 +35,7 @@ FAST_BODY = HIGH_WATER
 
 
 class FastExchange:
-    """One exchange answered from protocol callbacks (see :meth:`WorkerEndpoint.fast`)."""
+    """One exchange answered from protocol callbacks (see :meth:`~mkpolicy.sidecar.forward.Forwarder.fast`)."""
 
     __slots__ = ("conn", "endpoint", "entry", "exchange", "path", "resp", "timer", "verb")
 
@@ -135,7 +135,7 @@ class FastExchange:
             return
         try:
             doc = json.loads(body)
-            ready, doc = endpoint.rewrite_now(doc, entry, True)
+            ready, doc = endpoint.rewrite_now(doc, entry)
         except (ValueError, RecursionError):
             ready = False  # not JSON: the coroutine answers why
         except StatusError as exc:

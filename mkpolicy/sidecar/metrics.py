@@ -59,12 +59,6 @@ class Metrics:
             ["cluster", "policy", "phase"],
             registry=r,
         )
-        self.watch_events = Counter(
-            "mkpolicy_sidecar_watch_events_total",
-            "Watch events relayed for policy kinds.",
-            ["cluster", "policy"],
-            registry=r,
-        )
         self.active_watches = Gauge(
             "mkpolicy_sidecar_active_watches", "Watches open through the sidecar.", ["cluster"], registry=r
         )

@@ -121,7 +121,7 @@ class Sidecar:
     ) -> dict[str, Any] | None:
         """The manager's object from the watch cache only (None on a miss, or with manager.reads: direct).
 
-        A hit is counted unless ``count`` is False (see :meth:`count_cache_hits`).
+        A hit is counted unless ``count`` is False.
         """
         cache = self._caches.get(entry.adapter.gvk)
         if cache is None:
@@ -130,12 +130,6 @@ class Sidecar:
         if obj is not None and count:
             cache.count_hit()
         return obj
-
-    def count_cache_hits(self, entry: Entry, hits: int) -> None:
-        """Count reads served by the watch cache (found with ``count=False``)."""
-        cache = self._caches.get(entry.adapter.gvk)
-        if cache is not None:
-            cache.count_hit(hits)
 
     # -- information ------------------------------------------------------------------------------
     def port(self, worker: str) -> int:

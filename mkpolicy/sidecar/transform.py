@@ -2,9 +2,9 @@
 
 * :func:`worker_copy` — a POST of a policy kind: the policy's ``create`` on the
   manager's object, with the context Kueue put in the body it sent.
-* :func:`rewrite_status` — any object of a policy kind handed back to Kueue (GET, LIST,
-  WATCH): its ``status`` becomes the manager's status after the policy's ``sync``, so
-  that Kueue's "copy the whole status" writes exactly what the policy says.
+* :func:`rewrite_status` — an object of a policy kind handed back to Kueue (a full GET,
+  or the answer to a create): its ``status`` becomes the manager's status after the
+  policy's ``sync``, so that Kueue's "copy the whole status" writes exactly that.
 
 Errors become :class:`StatusError` (a Kubernetes ``Status`` for the client).
 """
@@ -171,29 +171,3 @@ def measure(fn: Callable[..., tuple[dict[str, Any], Outcome]], *args: Any) -> tu
     except StatusError as exc:
         return exc, Outcome("error"), time.perf_counter() - started
     return obj, outcome, time.perf_counter() - started
-
-
-def rewrite_batch(
-    adapter: Adapter, objects: list[dict[str, Any]], managers: list[Any], cluster: str, origin: str, strict: bool
-) -> list[tuple[Any, Outcome, float]]:
-    """:func:`rewrite_status` of each worker object with its manager object: (object, outcome, seconds).
-
-    A manager object that could not be read (an exception) strips the status. With
-    ``strict`` the first failing sync ends the batch with its :class:`StatusError` in
-    place of the object.
-    """
-    out: list[tuple[Any, Outcome, float]] = []
-    for obj, manager in zip(objects, managers, strict=True):
-        started = time.perf_counter()
-        if isinstance(manager, Exception):
-            stripped = dict(obj)
-            stripped.pop("status", None)
-            out.append((stripped, Outcome("error", error=str(manager)), time.perf_counter() - started))
-            continue
-        try:
-            new, outcome = rewrite_status(adapter, obj, manager, cluster, origin, strict=strict)
-        except StatusError as exc:
-            out.append((exc, Outcome("error"), time.perf_counter() - started))
-            break
-        out.append((new, outcome, time.perf_counter() - started))
-    return out

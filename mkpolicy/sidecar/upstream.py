@@ -51,6 +51,8 @@ class WorkerConnection(Connection):
         self.idle_since = 0.0
         #: Requests sent on this connection (a reused one may have been closed by the worker meanwhile).
         self.requests = 0
+        #: The pool's configuration generation this connection was made with.
+        self.generation = pool.generation
         #: Called on news (bytes, EOF, loss) instead of waking a coroutine, while set.
         self.on_event: Callable[[], None] | None = None
 
@@ -90,25 +92,44 @@ class Upstream:
 
     def __init__(self, name: str, config: RestConfig) -> None:
         self.name = name
-        self.config = config
-        self._tokens = TokenSource(config)
-        self._ssl: ssl.SSLContext | None = config.ssl_context()
-        url = urlsplit(config.server)
-        if url.scheme not in ("http", "https") or not url.hostname:
-            raise ValueError(f"worker {name}: not an http(s) URL: {config.server!r}")
-        self.host = url.hostname
-        self.port = url.port or (443 if url.scheme == "https" else 80)
-        #: The ``Host`` field: the URL's authority as written.
-        self.authority = url.netloc.rpartition("@")[2]
-        #: A path prefix of the server URL (kept before every request path).
-        self.prefix = url.path.rstrip("/")
-        self.server_hostname = (config.tls_server_name or self.host) if self._ssl is not None else None
+        #: Bumped by :meth:`update_config`; connections of an older one are not reused.
+        self.generation = 0
+        self._configure(config)
         self._idle: list[WorkerConnection] = []
         #: Every open connection, idle or busy.
         self.connections: set[WorkerConnection] = set()
         self._connecting = 0
         self._waiting: deque[asyncio.Future[None]] = deque()
         self._closed = False
+
+    def _configure(self, config: RestConfig) -> None:
+        tokens = TokenSource(config)
+        context = config.ssl_context()
+        url = urlsplit(config.server)
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ValueError(f"worker {self.name}: not an http(s) URL: {config.server!r}")
+        self.config = config
+        self._tokens = tokens
+        self._ssl: ssl.SSLContext | None = context
+        self.host = url.hostname
+        self.port = url.port or (443 if url.scheme == "https" else 80)
+        #: The ``Host`` field: the URL's authority as written.
+        self.authority = url.netloc.rpartition("@")[2]
+        #: A path prefix of the server URL (kept before every request path).
+        self.prefix = url.path.rstrip("/")
+        self.server_hostname = (config.tls_server_name or self.host) if context is not None else None
+
+    def update_config(self, config: RestConfig) -> None:
+        """The worker's kubeconfig changed (a rotated token or CA, another server).
+
+        New connections use ``config``; idle connections are closed. Exchanges in flight
+        finish on the connection they have. ValueError when ``config`` has no http(s) server.
+        """
+        self._configure(config)
+        self.generation += 1
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.abort()
 
     # -- requests ------------------------------------------------------------------------------
     def head(
@@ -201,7 +222,14 @@ class Upstream:
 
     def release(self, conn: WorkerConnection, reusable: bool) -> None:
         """Give a connection back: kept idle when ``reusable`` (its exchange complete), else closed."""
-        if reusable and not conn.eof and not conn.buffer and not self._closed and len(self._idle) < MAX_IDLE:
+        if (
+            reusable
+            and not conn.eof
+            and not conn.buffer
+            and not self._closed
+            and conn.generation == self.generation
+            and len(self._idle) < MAX_IDLE
+        ):
             conn.idle_since = time.monotonic()
             self._idle.append(conn)
             self._wake_one()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import ssl
 from pathlib import Path
 from typing import Any
@@ -155,56 +156,89 @@ def test_cluster_variable_and_derived_status(tmp_path: Path) -> None:
         asyncio.run(scenario())
 
 
-def test_list_and_watch_carry_the_synced_status(tmp_path: Path) -> None:
+@pytest.mark.loopback_only(
+    "compares bytes with the worker's own answers, using its token and CA; on a live cluster "
+    "a LIST's resourceVersion moves between the two requests"
+)
+def test_only_full_reads_of_a_policy_kind_are_transformed(tmp_path: Path) -> None:
+    """LIST, WATCH and metadata-only reads of a policy kind pass through: Kueue reads no status from them.
+
+    A full JSON GET carries the synced status; the same object listed, watched or read as
+    PartialObjectMetadata (Kueue's ownership check) is the worker's, byte for byte.
+    """
     adapter = adapter_for(TEKTON)
     with clusters(tmp_path) as env:
+        w1 = env.worker("worker1")
 
         async def scenario() -> None:
             async with running(env.config(), policy_dir(tmp_path, TEKTON)) as sidecar, kueue(env, sidecar) as driver:
-                names = [f"run-{i}" for i in range(3)]
-                for name in names:
-                    env.manager.create(pipelinerun(name, env.ns))
-                    await driver.sync_job("worker1", env.ns, name, f"wl-{name}")
-                start_rv = str(env.worker("worker1").resource_version)
-                events: list[dict[str, Any]] = []
-
-                async def watch() -> None:
-                    async for event in driver.watch_remote("worker1", start_rv, timeout_seconds=10):
-                        events.append(event)
-                        if len(events) == len(names):
-                            return
-
-                task = asyncio.create_task(watch())
-                for name in names:
-                    env.worker("worker1").patch(
-                        "tekton.dev/v1",
-                        "PipelineRun",
-                        name,
-                        {"status": worker_status(2)},
-                        namespace=env.ns,
-                        subresource="status",
-                    )
-                await asyncio.wait_for(task, 15)
-                for event in events:
-                    obj = event["object"]
-                    manager_obj = env.manager.get("tekton.dev/v1", "PipelineRun", obj["metadata"]["name"], env.ns)
-                    raw = env.worker("worker1").get("tekton.dev/v1", "PipelineRun", obj["metadata"]["name"], env.ns)
-                    patch = adapter.sync(manager_obj, raw, ctx(f"wl-{obj['metadata']['name']}", "worker1"))
-                    assert event["type"] == "MODIFIED"
-                    assert obj["status"] == apply_merge_patch(manager_obj, patch)["status"]
-                    assert "pipelineSpec" not in obj["status"]
-                listed = await driver.workers["worker1"].get(PIPELINERUNS.path(env.ns))
-                assert len(listed["items"]) == 3
-                for item in listed["items"]:
-                    assert "pipelineSpec" not in item["status"] and item["status"]["conditions"]
-                assert (
-                    metric(
-                        sidecar, "mkpolicy_sidecar_watch_events_total", cluster="worker1", policy="tekton-pipelinerun"
-                    )
-                    >= 3
+                start_rv = w1.resource_version
+                env.manager.create(pipelinerun("run-0", env.ns))
+                await driver.sync_job("worker1", env.ns, "run-0", "wl-run-0")
+                w1.patch(
+                    "tekton.dev/v1",
+                    "PipelineRun",
+                    "run-0",
+                    {"status": worker_status(2)},
+                    namespace=env.ns,
+                    subresource="status",
                 )
+                creds = sidecar.credentials
+                base = PIPELINERUNS.path(env.ns)
+                metadata_only = {
+                    "Accept": "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,"
+                    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+                }
+                untouched = [
+                    (base, None),
+                    (f"{base}?watch=true&resourceVersion={start_rv}&timeoutSeconds=1", None),
+                    (f"{base}/run-0", metadata_only),
+                ]
+                async with aiohttp.ClientSession(auto_decompress=False) as session:
+                    for path, headers in untouched:
+                        direct = await fetch(session, w1.url, w1.token, w1.ca_pem, path, headers)
+                        via = await fetch(
+                            session,
+                            sidecar.endpoint("worker1"),
+                            creds.tokens["worker1"],
+                            creds.ca.cert_pem,
+                            path,
+                            headers,
+                        )
+                        assert via == direct, path
+                        assert b"pipelineSpec" in direct[2], path
+                    code, _, body = await fetch(
+                        session,
+                        sidecar.endpoint("worker1"),
+                        creds.tokens["worker1"],
+                        creds.ca.cert_pem,
+                        f"{base}/run-0",
+                    )
+                assert code == 200
+                obj = json.loads(body)
+                manager_obj = env.manager.get("tekton.dev/v1", "PipelineRun", "run-0", env.ns)
+                raw = w1.get("tekton.dev/v1", "PipelineRun", "run-0", env.ns)
+                patch = adapter.sync(manager_obj, raw, ctx("wl-run-0", "worker1"))
+                assert obj["status"] == apply_merge_patch(manager_obj, patch)["status"]
+                assert "pipelineSpec" not in obj["status"]
 
         asyncio.run(scenario())
+
+
+async def fetch(
+    session: aiohttp.ClientSession,
+    base: str,
+    token: str,
+    ca: bytes,
+    path: str,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, str | None, bytes]:
+    """GET ``path`` from ``base``: status, Content-Type and the body's bytes as they came."""
+    tls = ssl.create_default_context(cadata=ca.decode())
+    async with session.get(
+        base + path, headers={"Authorization": f"Bearer {token}", **(headers or {})}, ssl=tls
+    ) as resp:
+        return resp.status, resp.headers.get("Content-Type"), await resp.read()
 
 
 @pytest.mark.loopback_only(
@@ -242,20 +276,6 @@ def test_passthrough_is_byte_identical(tmp_path: Path) -> None:
                 },
             }
         )
-
-        async def fetch(
-            session: aiohttp.ClientSession,
-            base: str,
-            token: str,
-            ca: bytes,
-            path: str,
-            headers: dict[str, str] | None = None,
-        ) -> tuple[int, str | None, bytes]:
-            tls = ssl.create_default_context(cadata=ca.decode())
-            async with session.get(
-                base + path, headers={"Authorization": f"Bearer {token}", **(headers or {})}, ssl=tls
-            ) as resp:
-                return resp.status, resp.headers.get("Content-Type"), await resp.read()
 
         async def scenario() -> None:
             async with running(env.config(), policy_dir(tmp_path, TEKTON)) as sidecar:
@@ -345,8 +365,12 @@ def test_refusals_create_nothing(tmp_path: Path) -> None:
                 await refused(403, w1.patch(PIPELINERUNS.path(env.ns, "run-1"), {"spec": {"x": 1}}), "not proxied")
                 obj = await w1.get(PIPELINERUNS.path(env.ns, "run-1"))
                 await refused(403, w1.replace(PIPELINERUNS.path(env.ns, "run-1"), obj), "not proxied")
-                # another version of the policy's resource
-                await refused(403, w1.get(f"/apis/tekton.dev/v1beta1/namespaces/{env.ns}/pipelineruns"), "only")
+                # another version of the policy's resource: reads pass (Kueue's watch of it must not fail),
+                # writes would bypass the policy
+                other = f"/apis/tekton.dev/v1beta1/namespaces/{env.ns}/pipelineruns"
+                assert [o["metadata"]["name"] for o in (await w1.get(other))["items"]] == ["run-1"]
+                old = {**body, "apiVersion": "tekton.dev/v1beta1", "metadata": {**body["metadata"], "name": "old"}}
+                await refused(403, w1.create(other, old), "at version v1 only")
                 # a wrong token
                 bad = client(
                     {**sidecar.kubeconfig("worker1"), "users": [{"name": "worker1-kueue", "user": {"token": "x" * 43}}]}

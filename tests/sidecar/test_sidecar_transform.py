@@ -235,3 +235,74 @@ def test_parse_target(method: str, path: str, query: dict[str, str], expected: t
 @pytest.mark.parametrize("path", ["/version", "/apis", "/apis/tekton.dev", "/api", "/openapi/v2", "/healthz"])
 def test_non_resource_paths(path: str) -> None:
     assert parse_target("GET", path, {}) is None
+
+
+# -- what is transformed: only what Kueue's adapter reads a body or status from ----------------------
+METADATA_ONLY = (
+    "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,"
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+)
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+RUNS = "/apis/tekton.dev/v1/namespaces/a/pipelineruns"
+
+
+@pytest.mark.parametrize(
+    ("method", "target", "accept", "active", "expected"),
+    [
+        ("POST", RUNS, "", True, "transform"),
+        ("GET", f"{RUNS}/r", "application/json", True, "transform"),
+        ("GET", f"{RUNS}/r", "", True, "transform"),
+        ("GET", f"{RUNS}/r/status", "application/json", True, "transform"),
+        # Kueue's ownership check (since 0.17.6/0.18.2/0.19.0) and kubectl's tables: not the object
+        ("GET", f"{RUNS}/r", METADATA_ONLY, True, "pass"),
+        ("GET", f"{RUNS}/r", TABLE, True, "pass"),
+        # Kueue lists nothing of a generic-adapter kind and reads only labels from watch events
+        ("GET", RUNS, "application/json", True, "pass"),
+        ("GET", f"{RUNS}?watch=true&labelSelector=x", "application/json", True, "pass"),
+        ("GET", f"{RUNS}?watch=1", "application/json", True, "pass"),
+        ("DELETE", f"{RUNS}/r", "", True, "pass"),
+        ("DELETE", RUNS, "", True, "pass"),
+        # another version: reads pass (a refused watch drops Kueue's whole worker), writes are refused
+        ("GET", "/apis/tekton.dev/v1beta1/namespaces/a/pipelineruns?watch=true", "", True, "pass"),
+        ("GET", "/apis/tekton.dev/v1beta1/namespaces/a/pipelineruns/r", "", True, "pass"),
+        ("POST", "/apis/tekton.dev/v1beta1/namespaces/a/pipelineruns", "", True, 403),
+        ("PUT", f"{RUNS}/r", "", True, 403),
+        ("PATCH", f"{RUNS}/r/status", "", True, 403),
+        ("POST", "/api/v1/namespaces/a/configmaps", "", True, "pass"),
+        ("GET", "/apis", "", True, "pass"),
+        # no policy set yet: reads pass, writes wait
+        ("GET", f"{RUNS}?watch=true", "", False, "pass"),
+        ("GET", f"{RUNS}/r", "", False, "pass"),
+        ("POST", "/api/v1/namespaces/a/configmaps", "", False, 503),
+    ],
+)
+def test_what_is_transformed(
+    adapter: mkpolicy.Adapter, method: str, target: str, accept: str, active: bool, expected: str | int
+) -> None:
+    from mkpolicy.kube.client import ResourceInfo
+    from mkpolicy.kube.rest import RestConfig
+    from mkpolicy.sidecar.endpoints import load_or_create
+    from mkpolicy.sidecar.http1 import parse_request_head
+    from mkpolicy.sidecar.metrics import Metrics
+    from mkpolicy.sidecar.policies import Entry, PolicySet
+    from mkpolicy.sidecar.proxy import WorkerEndpoint
+    from mkpolicy.sidecar.upstream import Upstream
+
+    class Hub:
+        metrics = Metrics()
+        origin = "multikueue"
+        credentials = load_or_create(None, ["w"], ["127.0.0.1"])
+        entry = Entry(adapter, ResourceInfo("tekton.dev", "v1", "PipelineRun", "pipelineruns", True))
+        policies = PolicySet((entry,), "t") if active else None
+
+    endpoint = WorkerEndpoint(Hub(), Upstream("w", RestConfig(server="https://127.0.0.1:1")))  # type: ignore[arg-type]
+    lines = [f"{method} {target} HTTP/1.1", "Host: x", f"Authorization: Bearer {Hub.credentials.tokens['w']}"]
+    if accept:
+        lines.append(f"Accept: {accept}")
+    head = parse_request_head(("\r\n".join(lines) + "\r\n\r\n").encode())
+    try:
+        entry = endpoint.route(head, endpoint.target_of(head))
+    except StatusError as exc:
+        assert exc.code == expected, exc.message
+        return
+    assert ("transform" if entry is not None else "pass") == expected

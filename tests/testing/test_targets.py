@@ -411,7 +411,7 @@ def test_pytest_plumbing(tmp_path: Path, dressed: dict[str, ApiServer], monkeypa
 # The representative part of the suite the child run is asked for, and what each must give.
 SELECTION = {
     "tests/sidecar/test_sidecar_e2e.py::test_dispatch_and_status_write_back[label]": "passed",
-    "tests/sidecar/test_sidecar_e2e.py::test_list_and_watch_carry_the_synced_status": "passed",
+    "tests/sidecar/test_sidecar_e2e.py::test_cluster_variable_and_derived_status": "passed",
     "tests/sidecar/test_sidecar_e2e.py::test_refusals_create_nothing": "passed",
     "tests/sidecar/test_sidecar_e2e.py::test_passthrough_is_byte_identical": "loopback only: compares bytes",
     "tests/sidecar/test_sidecar_faults.py::test_worker_down_and_back": "loopback only: takes a worker down",
