@@ -240,7 +240,6 @@ class Reconciler:
                     f'Previously: "{check.get("state")}"',
                     previously=False,
                 )  # fmt: skip
-                record(group.namespace, name, "retry", where, "evicted on the worker")
                 return None
         # 5. out of sync
         for cluster, remote_wl in list(group.remotes.items()):
