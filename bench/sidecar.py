@@ -14,12 +14,19 @@ client (this process, aiohttp with keep-alive over TLS, like client-go).
   a PipelineRun (the policy's create of the manager's object): p99 (goal <= 5 ms);
 * watch events/s through the sidecar: a watch replaying the worker's history of
   PipelineRun status updates, every event rewritten (goal >= 2,000/s);
-* the sidecar's RSS with the manager's PipelineRuns cached (goal <= 150 MiB for 10,000).
+* the sidecar's RSS with the manager's PipelineRuns cached (goal <= 150 MiB for 10,000);
+* the transport under attack (peak RSS of the sidecar, goal: under the shipped 256Mi
+  container limit with margin, <= 200 MiB): two LISTs at once of ``--list-objects``
+  small ConfigMaps passed through, a flood of ``--flood`` idle TLS connections, 150
+  half-sent 1 MiB heads, a 16 MiB create body.
+
+``--uvloop`` runs the sidecar on uvloop's event loop instead of asyncio's (to compare).
 
 p50s are the best of ``--rounds`` rounds (the machine is shared; the best round is the
 least disturbed one), p99s are taken over all rounds' samples.
 
     python bench/sidecar.py [--requests 3000] [--rounds 3] [--objects 10000] [--events 5000] [--posts 300]
+                            [--list-objects 10000] [--flood 600] [--uvloop]
 """
 
 from __future__ import annotations
@@ -73,13 +80,15 @@ def worker_status(i: int) -> dict[str, Any]:
     }
 
 
-def serve_clusters(objects: int, events: int, latency_ms: float) -> None:
+def serve_clusters(objects: int, events: int, latency_ms: float, list_objects: int) -> None:
     """Child process: start the servers, seed them, print their coordinates, wait for stdin to close."""
     from mkpolicy.testing import ApiServer
 
     crds = ["pipelineruns.tekton.dev"]
     manager = ApiServer("manager", bundled=crds, namespaces=["default", "bench"], history=max(events, 1000) * 2)
-    worker = ApiServer("worker1", bundled=crds, namespaces=["default", "bench"], history=max(events, 1000) * 2)
+    worker = ApiServer(
+        "worker1", bundled=crds, namespaces=["default", "bench", "list"], history=max(events, 1000) * 2 + list_objects
+    )
     manager.start()
     worker.start()
     for i in range(objects):
@@ -101,6 +110,11 @@ def serve_clusters(objects: int, events: int, latency_ms: float) -> None:
         }
     )
     worker.faults.delay(latency_ms / 1000, verb="get", resource="configmaps", name="cm-slow")
+    for i in range(list_objects):  # small objects for the LIST through the sidecar
+        worker.create(
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"c-{i:05d}", "namespace": "list"},
+             "data": {"k": "v"}}
+        )  # fmt: skip
     copy = manager_run(0)
     copy["spec"].pop("managedBy")
     copy["metadata"].setdefault("labels", {})[ORIGIN] = "multikueue"
@@ -323,6 +337,81 @@ async def measure(
     return results
 
 
+class PeakRss:
+    """The highest RSS of a process while the ``async with`` block runs (sampled every 5 ms)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.peak = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    async def _sample(self) -> None:
+        while True:
+            self.peak = max(self.peak, rss_mib(self.pid))
+            await asyncio.sleep(0.005)
+
+    async def __aenter__(self) -> PeakRss:
+        self.peak = rss_mib(self.pid)
+        self._task = asyncio.create_task(self._sample())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        self.peak = max(self.peak, rss_mib(self.pid))
+
+
+async def attacks(side: Side, pid: int, flood: int) -> dict[str, float]:
+    """Peak RSS of the sidecar under each attack of issue 12 on its transport (MiB)."""
+    from urllib.parse import urlsplit
+
+    import aiohttp
+
+    url = urlsplit(side.base)
+    host, port = url.hostname or "127.0.0.1", url.port or 443
+    out: dict[str, float] = {"rss_idle_mib": rss_mib(pid)}
+    async with aiohttp.ClientSession() as session:
+        path = "/api/v1/namespaces/list/configmaps"
+
+        async def listing() -> int:
+            async with session.get(side.base + path, headers=side.headers, ssl=side.ssl) as resp:
+                return len(await resp.read())
+
+        async with PeakRss(pid) as peak:
+            sizes = await asyncio.gather(listing(), listing())
+        out["list_bytes"] = float(sizes[0])
+        out["rss_two_lists_mib"] = peak.peak
+        body = b"{" + b" " * (16 * 1024 * 1024)
+        async with PeakRss(pid) as peak:
+            head = {**side.headers, "Content-Type": "application/json"}
+            async with session.post(side.base + PR_PATH, data=body, headers=head, ssl=side.ssl) as resp:
+                out["big_body_status"] = float(resp.status)
+        out["rss_16mib_body_mib"] = peak.peak
+
+    async def hold(send: bytes, seconds: float) -> bool:
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_connection(host, port, ssl=side.ssl), 10)
+        except (OSError, ssl.SSLError, TimeoutError):
+            return False
+        try:
+            if send:
+                writer.write(send)
+            await asyncio.sleep(seconds)
+        finally:
+            writer.close()
+        return True
+
+    async with PeakRss(pid) as peak:
+        opened = await asyncio.gather(*(hold(b"", 2.0) for _ in range(flood)))
+    out["flood_accepted"] = float(sum(opened))
+    out["rss_flood_mib"] = peak.peak
+    half = b"GET /api/v1/pods HTTP/1.1\r\nHost: x\r\nX: " + b"a" * (1024 * 1024)
+    async with PeakRss(pid) as peak:
+        await asyncio.gather(*(hold(half, 2.0) for _ in range(150)))
+    out["rss_half_heads_mib"] = peak.peak
+    return out
+
+
 def rss_mib(pid: int) -> float:
     with open(f"/proc/{pid}/status", encoding="ascii") as fh:
         for line in fh:
@@ -353,15 +442,18 @@ def main() -> int:
     parser.add_argument("--objects", type=int, default=10_000, help="manager PipelineRuns (cached by the sidecar)")
     parser.add_argument("--events", type=int, default=5000, help="watch events to replay")
     parser.add_argument("--posts", type=int, default=300, help="POSTs per side")
+    parser.add_argument("--list-objects", type=int, default=10_000, help="worker ConfigMaps for the LIST")
+    parser.add_argument("--flood", type=int, default=600, help="idle TLS connections opened at once")
+    parser.add_argument("--uvloop", action="store_true", help="run the sidecar on uvloop's event loop")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--profile", metavar="FILE", help="run the sidecar under cProfile, write the stats to FILE")
     parser.add_argument("--serve-clusters", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--serve-floor", nargs=2, metavar=("URL", "CA"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.posts + POST_WARMUP >= args.objects:
+    if args.posts + POST_WARMUP >= args.objects and not args.serve_clusters:
         parser.error(f"--posts must stay below --objects - {POST_WARMUP} (each POST copies a manager object)")
     if args.serve_clusters:
-        serve_clusters(args.objects, args.events, args.worker_latency_ms)
+        serve_clusters(args.objects, args.events, args.worker_latency_ms, args.list_objects)
         return 0
     if args.serve_floor:
         serve_floor(*args.serve_floor)
@@ -379,6 +471,8 @@ def main() -> int:
             str(args.events),
             "--worker-latency-ms",
             str(args.worker_latency_ms),
+            "--list-objects",
+            str(args.list_objects),
         ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -415,12 +509,18 @@ def main() -> int:
         )
         t1 = time.monotonic()
         profile = ["-m", "cProfile", "-o", args.profile] if args.profile else []
+        # uvloop: its policy set, then the CLI as "python -m mkpolicy" runs it
+        entry = (
+            ["-c", "import asyncio,sys,uvloop; asyncio.set_event_loop_policy(uvloop.EventLoopPolicy()); "
+             "from mkpolicy.cli.main import main; sys.argv[0] = 'mkpolicy'; sys.exit(main())"]
+            if args.uvloop
+            else ["-m", "mkpolicy"]
+        )  # fmt: skip
         sidecar_proc = subprocess.Popen(
             [
                 sys.executable,
                 *profile,
-                "-m",
-                "mkpolicy",
+                *entry,
                 "sidecar",
                 "--policies",
                 str(tmp / "policies"),
@@ -464,6 +564,8 @@ def main() -> int:
             for hog in hogs:
                 hog.kill()
                 hog.wait()
+        rss_cached = rss_mib(sidecar_proc.pid)  # before the attacks grow the heap
+        results.update(asyncio.run(attacks(side, sidecar_proc.pid, args.flood)))
         with urllib.request.urlopen(f"http://127.0.0.1:{ops}/metrics", timeout=5) as resp:
             metrics = resp.read().decode()
         results["manager_reads"] = {
@@ -479,7 +581,9 @@ def main() -> int:
             seeded_s=seeded,
             ready_s=synced,
             rss_ready_mib=rss_ready,
-            rss_after_mib=rss_mib(sidecar_proc.pid),
+            rss_after_mib=rss_cached,
+            rss_end_mib=rss_mib(sidecar_proc.pid),
+            loop="uvloop" if args.uvloop else "asyncio",
         )
     finally:
         if floor_proc is not None and floor_proc.stdin is not None:
@@ -585,6 +689,13 @@ def main() -> int:
             r["rss_after_mib"] <= 150,
         ),
     ]
+    for label, key in (
+        (f"RSS, two LISTs of {args.list_objects:,} at once", "rss_two_lists_mib"),
+        ("RSS, a 16 MiB create body", "rss_16mib_body_mib"),
+        (f"RSS, {args.flood} idle TLS connections", "rss_flood_mib"),
+        ("RSS, 150 half-sent 1 MiB heads", "rss_half_heads_mib"),
+    ):
+        rows.append((label, f"{r['rss_idle_mib']:.0f} MiB", f"{r[key]:.0f} MiB", "", "<= 200 MiB", r[key] <= 200))
     print(f"{'measure':32} {'direct':>12} {'sidecar':>12} {'ratio':>10}  goal")
     for name, d, s, ratio_text, goal, ok in rows:
         mark = "" if ok is None else ("  ok" if ok else "  MISSED")
@@ -592,6 +703,11 @@ def main() -> int:
     print(
         f"manager reads by the sidecar: {r['manager_reads']}; busy processes beside: {r['load']}; "
         f"load average {r['loadavg']:.1f} on {os.cpu_count()} CPUs"
+    )
+    print(
+        f"attacks: {r['flood_accepted']:.0f} of {args.flood} flood connections accepted; the 16 MiB body was "
+        f"answered {r['big_body_status']:.0f}; a LIST is {r['list_bytes'] / 1e6:.1f} MB; event loop: {r['loop']} "
+        "(RSS 'direct' column: the sidecar before the attacks)"
     )
     print(
         f"sidecar CPU: pass-through GET {r['cpu_passthrough_ms']:.2f} ms, transformed GET "

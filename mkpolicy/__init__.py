@@ -1,6 +1,6 @@
 """mkpolicy: declarative FrameworkPolicies for Kueue MultiKueue external frameworks.
 
-The public API (DESIGN.md §6)::
+The public API (docs/architecture.md, "Public Python API")::
 
     import mkpolicy
     policies = mkpolicy.load("policies/")

@@ -6,7 +6,49 @@ are the operations they share.
 
 from __future__ import annotations
 
+import json
+import math
 from typing import Any
+
+#: The range of Go's int64: Kubernetes decodes a JSON integer into it, else into a float64.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _int(text: str) -> int | float:
+    # apimachinery/pkg/util/json/json.go convertNumber: int64 if it fits, else float64, else an error
+    if len(text) <= 19 or (len(text) == 20 and text[0] == "-"):
+        value = int(text)
+        if INT64_MIN <= value <= INT64_MAX:
+            return value
+    return _float(text)
+
+
+def _float(text: str) -> float:
+    value = float(text)  # (a number past float64's range reads as infinity)
+    if not math.isfinite(value):
+        shown = text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
+        raise ValueError(f"the number {shown} is out of range: Kubernetes reads JSON numbers as int64 or float64")
+    return value
+
+
+def _constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def loads_kube(data: str | bytes) -> Any:
+    """Decode JSON as Kubernetes' Go decoding reads it into objects (apimachinery's ``util/json``).
+
+    Integers within int64 stay integers, others become float64; a number past float64's
+    range, and ``NaN``/``Infinity`` (not JSON), are a ValueError, as is malformed JSON.
+    RecursionError when it nests too deeply.
+    """
+    return json.loads(data, parse_int=_int, parse_float=_float, parse_constant=_constant)
+
+
+def dumps_kube(value: Any) -> bytes:
+    """``value`` as compact JSON; ValueError for NaN or an infinity (JSON has none: never written as ``Infinity``)."""
+    return json.dumps(value, separators=(",", ":"), allow_nan=False).encode()
+
 
 #: Types of the JSON leaves, which need no copy.
 _SCALARS = frozenset({str, int, float, bool, type(None)})

@@ -5,8 +5,10 @@ gigabytes as soon as the data is copied or encoded, and deep nesting overflows t
 stack of its composer, which kills the process. So a stream is read in three steps:
 
 1. the event stream (libyaml's parser keeps an explicit stack) bounds nesting depth;
-2. the node graph is composed, aliases still shared, and the number of nodes it expands
-   to is counted without expanding it;
+2. the node graph is composed, aliases still shared, and the number of nodes and of
+   scalar bytes it expands to are counted without expanding it (an alias of a large
+   string costs its size every time it is repeated), integers too long to convert are
+   refused with their position;
 3. only then is the data built, as JSON has it: timestamps stay the strings they were
    written as (like ``sigs.k8s.io/yaml``), keys become strings, and every aliased subtree
    is its own copy, so changing the data in one place never shows in another.
@@ -24,6 +26,7 @@ import sys
 from typing import Any
 
 from mkpolicy.errors import InputError, Location
+from mkpolicy.yamlhint import explain
 
 #: Largest file read (bytes). Kubernetes objects are at most 1.5 MiB in etcd; CRDs of
 #: big frameworks (Argo Workflow) reach 3 MiB as YAML.
@@ -32,6 +35,9 @@ MAX_BYTES = 16 * 1024 * 1024
 MAX_DEPTH = 128
 #: Most nodes a stream may expand to once aliases are resolved.
 MAX_NODES = 2_000_000
+#: Most scalar bytes (keys and values) a stream may expand to once aliases are resolved.
+MAX_EXPANDED_BYTES = 64 * 1024 * 1024
+_INT_TAG = "tag:yaml.org,2002:int"
 
 
 def read_text(path: str, *, max_bytes: int = MAX_BYTES, hint: str = "") -> str:
@@ -60,7 +66,12 @@ def read_text(path: str, *, max_bytes: int = MAX_BYTES, hint: str = "") -> str:
 
 
 def load_all(
-    text: str, source: str = "<input>", *, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES
+    text: str,
+    source: str = "<input>",
+    *,
+    max_depth: int = MAX_DEPTH,
+    max_nodes: int = MAX_NODES,
+    max_bytes: int = MAX_EXPANDED_BYTES,
 ) -> list[Any]:
     """Every non-empty document of the YAML (or JSON) stream ``text``, as plain JSON data."""
     import yaml
@@ -68,15 +79,17 @@ def load_all(
     check_depth(text, source, max_depth)
     loader = _loader()(text)
     documents: list[Any] = []
-    left = max_nodes
+    left, left_bytes = max_nodes, max_bytes
     try:
         while loader.check_node():
             node = loader.get_node()
-            left -= _measure(node, 1, max_depth, {}, set(), source)[0]
-            if left < 0:
+            nodes, _, size = _measure(node, 1, max_depth, {}, set(), source)
+            left -= nodes
+            left_bytes -= size
+            if left < 0 or left_bytes < 0:
+                what = f"{max_nodes:,} nodes" if left < 0 else f"{max_bytes // (1024 * 1024)} MiB of scalars"
                 raise InputError(
-                    f"the YAML stream expands to more than {max_nodes:,} nodes; "
-                    "aliases (&anchor/*alias) repeat whole subtrees",
+                    f"the YAML stream expands to more than {what}; aliases (&anchor/*alias) repeat whole subtrees",
                     _at(source, node.start_mark),
                 )
             data = loader.construct_document(node)
@@ -133,9 +146,9 @@ def check_depth(text: str, source: str = "<input>", max_depth: int = MAX_DEPTH) 
 
 
 def _measure(
-    node: Any, depth: int, max_depth: int, sizes: dict[int, tuple[int, int]], active: set[int], source: str
-) -> tuple[int, int]:
-    """(nodes, height) of ``node`` with every alias expanded, without expanding any.
+    node: Any, depth: int, max_depth: int, sizes: dict[int, tuple[int, int, int]], active: set[int], source: str
+) -> tuple[int, int, int]:
+    """(nodes, height, scalar bytes) of ``node`` with every alias expanded, without expanding any.
 
     An aliased node is measured once (``sizes``), so a bomb is measured in time linear
     in its text. Aliases can nest deeper than the text does (each anchor wrapping the
@@ -153,7 +166,16 @@ def _measure(
                 f"document nests deeper than {max_depth} levels (through aliases)", _at(source, node.start_mark)
             )
         children: list[Any] = []
-        if isinstance(node, yaml.SequenceNode):
+        size = 0
+        if isinstance(node, yaml.ScalarNode):
+            size = len(node.value)
+            if node.tag == _INT_TAG and size > sys.get_int_max_str_digits() > 0:
+                raise InputError(
+                    f"an integer of {size:,} characters; Kubernetes reads integers as int64 "
+                    f"(at most {sys.get_int_max_str_digits():,} digits are converted here)",
+                    _at(source, node.start_mark),
+                )
+        elif isinstance(node, yaml.SequenceNode):
             children = node.value
         elif isinstance(node, yaml.MappingNode):
             _check_keys(node, source)
@@ -161,7 +183,11 @@ def _measure(
         active.add(key)
         measured = [_measure(c, depth + 1, max_depth, sizes, active, source) for c in children]
         active.discard(key)
-        known = (1 + sum(m[0] for m in measured), 1 + max((m[1] for m in measured), default=0))
+        known = (
+            1 + sum(m[0] for m in measured),
+            1 + max((m[1] for m in measured), default=0),
+            size + sum(m[2] for m in measured),
+        )
         sizes[key] = known
     if depth + known[1] > max_depth + 1:
         raise InputError(
@@ -188,7 +214,7 @@ def _at(source: str, mark: Any) -> Location:
 
 def _malformed(exc: Any, source: str) -> InputError:
     mark = exc.problem_mark or exc.context_mark
-    problem = exc.problem or exc.context or "invalid YAML"
+    problem = explain(exc.problem or exc.context or "invalid YAML")
     return InputError(f"malformed YAML: {problem}", _at(source, mark))
 
 

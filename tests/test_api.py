@@ -1,4 +1,4 @@
-"""The public Python API exactly as DESIGN.md §6 lists it."""
+"""The public Python API exactly as docs/architecture.md lists it."""
 
 from __future__ import annotations
 

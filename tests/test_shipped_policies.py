@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mkpolicy.lint.api import lint_paths
+from mkpolicy.check import check_paths
 from mkpolicy.lint.suite.discover import SUITE_SUFFIXES
 from mkpolicy.lint.suite.report import format_suite
 from mkpolicy.lint.suite.runner import run_paths
@@ -47,7 +47,7 @@ def test_shipped_suite_passes(suite: Path) -> None:
 def test_shipped_policies_lint_without_errors() -> None:
     if not POLICIES.is_dir():
         pytest.skip("no policies/ directory")
-    result = lint_paths(["policies"])
+    result = check_paths(["policies"])
     assert result.input_errors == []
     errors = [f"{f.file}:{f.line}:{f.column}: {f.rule} {f.message}" for f in result.findings if f.severity == "error"]
     assert errors == []

@@ -61,7 +61,7 @@ def test_aliased_subtrees_are_copies() -> None:
         ("[" * 100_000, "f.yaml:1:129: document nests deeper than 128 levels"),
         ("a: [1,\n", "f.yaml:2:1: malformed YAML: did not find expected node content"),
         ("a: b: c\n", "f.yaml:1:5: malformed YAML: mapping values are not allowed in this context"),
-        ("a: *nowhere\n", "f.yaml:1:4: malformed YAML: found undefined alias"),
+        ("a: *nowhere\n", "f.yaml:1:4: malformed YAML: an alias (*name) without an anchor (&name) before it"),
         ("a: 1\nb:\n  c: 1\n  c: 2\n", "f.yaml:4:3: duplicate key 'c' in one mapping"),
     ],
     ids=[

@@ -57,6 +57,9 @@ from mkpolicy.cel.values import (
     ObjectValue,
     OptionalValue,
     Uint,
+    map_items,
+    map_key,
+    map_keys,
 )
 
 Generated = Callable[[Mapping[str, Any], "Budget | None"], Any]
@@ -165,7 +168,7 @@ def _iter1(value: Any, pos: int) -> Any:
     if t is list or t is tuple:
         return value
     if isinstance(value, Mapping) and t is not ObjectValue:
-        return list(value)
+        return map_keys(value)
     raise EvalError(f"expression of type '{type_name(value)}' cannot be the range of a comprehension", pos)
 
 
@@ -174,7 +177,7 @@ def _iter2(value: Any, pos: int) -> Any:
     if t is list or t is tuple:
         return enumerate(value)
     if isinstance(value, Mapping) and t is not ObjectValue:
-        return list(value.items())
+        return map_items(value)
     raise EvalError(f"expression of type '{type_name(value)}' cannot be the range of a comprehension", pos)
 
 
@@ -192,7 +195,8 @@ def _map_key(key: Any, out: dict[Any, Any], pos: int) -> Any:
     tk = type(key)
     if tk is not str and tk is not int and tk is not Uint and tk is not bool:
         raise EvalError(f"unsupported map key type: {type_name(key)}", pos)
-    if key in out and any(cel_equal(k, key) and (type(k) is bool) == (tk is bool) for k in out):
+    key = map_key(key)
+    if key in out:
         raise EvalError(f"Failed with repeated key: {key!r}", pos)
     return key
 
@@ -240,6 +244,7 @@ _HELPERS: dict[str, Any] = {
     "_no_overload": no_overload,
     "_optional_element": _optional_element,
     "_map_key": _map_key,
+    "_map_key_of": map_key,
     "_ObjectValue": ObjectValue,
     "_new_dict": dict.__new__,
     "_OptionalValue": OptionalValue,
@@ -964,7 +969,7 @@ class CodeGenerator:
             if len(node.args) == 2:
                 self._keep(node, node.args[0])
             value = self.node(node.args[-1])
-            self.emit(f"{out}[{v1}] = {value}" if as_map else f"{out}.append({value})")
+            self.emit(f"{out}[_map_key_of({v1})] = {value}" if as_map else f"{out}.append({value})")
         return out
 
     def _bind(self, node: ast.Comprehension, rng: str, v1: str, v2: str | None) -> str:

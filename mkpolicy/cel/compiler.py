@@ -41,6 +41,9 @@ from mkpolicy.cel.values import (
     ObjectValue,
     OptionalValue,
     Uint,
+    map_items,
+    map_key,
+    map_keys,
 )
 
 Evaluator = Callable[[dict[str, Any]], Any]
@@ -444,7 +447,8 @@ class Compiler:
                 tk = type(key)
                 if tk is not str and tk is not int and tk is not Uint and tk is not bool:
                     raise EvalError(f"unsupported map key type: {type_name(key)}", pos)
-                if key in out and any(cel_equal(k, key) and (type(k) is bool) == (tk is bool) for k in out):
+                key = map_key(key)
+                if key in out:
                     raise EvalError(f"Failed with repeated key: {key!r}", pos)
                 value = value_fn(a)
                 if optional:
@@ -679,7 +683,7 @@ def _iteration(value: Any, two_vars: bool, pos: int) -> Any:
     if t is list or t is tuple:
         return enumerate(value) if two_vars else value
     if isinstance(value, Mapping) and t is not ObjectValue:
-        return value.items() if two_vars else list(value)
+        return map_items(value) if two_vars else map_keys(value)
     raise EvalError(f"expression of type '{type_name(value)}' cannot be the range of a comprehension", pos)
 
 
@@ -805,7 +809,7 @@ def _transform(kind: str) -> ComprehensionBuilder:
                 if kind == "transformList":
                     out_list.append(value)
                 elif kind == "transformMap":
-                    out_map[first] = value
+                    out_map[map_key(first)] = value
                 else:
                     if not isinstance(value, Mapping):
                         raise EvalError(f"transformMapEntry() must produce a map, got {type_name(value)}", pos)

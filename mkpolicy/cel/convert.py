@@ -1,6 +1,6 @@
 """Conversions between CEL runtime values and plain Python / JSON values.
 
-The public API (DESIGN.md §6) exchanges ``datetime``/``timedelta`` for timestamps and
+The public API (docs/architecture.md) exchanges ``datetime``/``timedelta`` for timestamps and
 durations; inside, CEL keeps nanosecond precision. JSON conversion is what Kubernetes
 does when a CEL value becomes part of an object (a JSONPatch value, an ApplyConfiguration).
 """
@@ -16,6 +16,7 @@ from typing import Any
 from mkpolicy.cel.errors import EvalError
 from mkpolicy.cel.runtime import type_name
 from mkpolicy.cel.values import (
+    BoolKey,
     CelType,
     Duration,
     ObjectValue,
@@ -24,6 +25,8 @@ from mkpolicy.cel.values import (
     Uint,
     format_duration,
     format_timestamp,
+    key_value,
+    map_key,
 )
 
 
@@ -33,7 +36,7 @@ def to_cel(value: Any) -> Any:
     if t in (str, int, float, bool, bytes, Uint) or value is None:
         return value
     if t is dict:
-        return {k: to_cel(v) for k, v in value.items()}
+        return {map_key(k): to_cel(v) for k, v in value.items()}
     if t is list or t is tuple:
         return [to_cel(v) for v in value]
     if isinstance(value, _dt.datetime):
@@ -43,7 +46,7 @@ def to_cel(value: Any) -> Any:
     if isinstance(value, (Timestamp, Duration, CelType, OptionalValue, ObjectValue)):
         return value
     if isinstance(value, Mapping):
-        return {k: to_cel(v) for k, v in value.items()}
+        return {map_key(k): to_cel(v) for k, v in value.items()}
     if isinstance(value, int):  # IntEnum and friends
         return int(value)
     raise TypeError(f"cannot use a value of Python type {t.__name__} in CEL")
@@ -68,7 +71,8 @@ def from_cel(value: Any) -> Any:
                 return value[:i] + [converted] + [from_cel(v) for v in value[i + 1 :]]
         return value
     if t is dict:
-        # Keys are strings, ints, uints or bools: plain already.
+        if any(type(k) is BoolKey for k in value):
+            return {key_value(k): from_cel(v) for k, v in value.items()}
         for v in value.values():
             tv = type(v)
             if tv is str or tv is int or tv is bool or v is None or tv is float:
@@ -83,7 +87,7 @@ def from_cel(value: Any) -> Any:
     if t is Duration:
         return value.to_timedelta()
     if isinstance(value, Mapping):
-        return {from_cel(k): from_cel(v) for k, v in value.items()}
+        return {key_value(k): from_cel(v) for k, v in value.items()}
     return value
 
 
@@ -109,6 +113,7 @@ def to_json(value: Any) -> Any:
         out = {}
         for k, v in value.items():
             if type(k) is not str:
+                k = key_value(k)
                 raise EvalError(f"map key {k!r} of type {type_name(k)} cannot be a JSON object key")
             # Leaves inline: most of an object is strings, ints and booleans.
             out[k] = v if type(v) in _LEAVES else to_json(v)

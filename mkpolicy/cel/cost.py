@@ -446,7 +446,12 @@ class Estimator:
                 return 1
             return max(1, size(operands[1]).max)
         if fn in ("_[_]", "_[?_]"):
-            self.sizes[node] = self.elem_size(operands[0]) if kinds[0] in ("list", "map") else UNKNOWN_SIZE
+            if kinds[0] in ("list", "map"):
+                self.sizes[node] = self.elem_size(operands[0])
+            elif self._from_input(node):  # an element of an input is no bigger than a request
+                self.sizes[node] = Size(0, default_max_size(self.type_of(node)))
+            else:
+                self.sizes[node] = UNKNOWN_SIZE
             return 1
         if fn in ("matches", "find", "findAll") and len(operands) == 2:
             text = _factor(_add(size(operands[0]).max, 1), STRING_TRAVERSAL_FACTOR)

@@ -114,7 +114,7 @@ def compile(
 def evaluate(expression: str, bindings: Mapping[str, Any] | None = None) -> Any:
     """Evaluate ``expression`` once with plain Python ``bindings`` and return a plain value.
 
-    Values map as DESIGN.md §6 describes: ``datetime`` for timestamps, ``timedelta``
+    Values map as the public API says (docs/architecture.md): ``datetime`` for timestamps, ``timedelta``
     for durations, :class:`mkpolicy.cel.Uint` for uint64.
     """
     bindings = bindings or {}

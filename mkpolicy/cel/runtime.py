@@ -17,6 +17,7 @@ from mkpolicy.cel.values import (
     BYTES_TYPE,
     DOUBLE_TYPE,
     DURATION_TYPE,
+    FALSE_KEY,
     INT64_MAX,
     INT64_MIN,
     INT_TYPE,
@@ -29,6 +30,7 @@ from mkpolicy.cel.values import (
     TIMESTAMP_MAX_SECONDS,
     TIMESTAMP_MIN_SECONDS,
     TIMESTAMP_TYPE,
+    TRUE_KEY,
     TYPE_TYPE,
     UINT64_MAX,
     UINT_TYPE,
@@ -397,8 +399,10 @@ def _list_position(container: list[Any], key: Any) -> int:
 
 def _map_key(key: Any) -> Any:
     t = type(key)
-    if t is str or t is int or t is Uint or t is bool:
+    if t is str or t is int or t is Uint:
         return key
+    if t is bool:
+        return TRUE_KEY if key else FALSE_KEY
     if t is float:
         if key.is_integer():
             return int(key)
@@ -423,14 +427,9 @@ def index(container: Any, key: Any) -> Any:
 
 
 def _strict_get(container: Mapping[Any, Any], key: Any) -> Any:
-    value = container[key]
-    # Python conflates True with 1; CEL does not.
-    if type(key) is bool or (type(key) in (int, Uint) and key in (0, 1)):
-        for k in container:
-            if k == key and (type(k) is bool) == (type(key) is bool):
-                return container[k]
-        raise KeyError(key)
-    return value
+    # Bool keys are stored as BoolKey (see mkpolicy.cel.values.map_key): Python's
+    # True == 1 cannot make a lookup of one find the other.
+    return container[key]
 
 
 def _show_key(key: Any) -> str:

@@ -10,6 +10,7 @@ values built by ``Object{...}`` and ``JSONPatch{...}``.
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 INT64_MIN = -(2**63)
@@ -86,6 +87,56 @@ TYPE_IDENTIFIERS: dict[str, CelType] = {
     "google.protobuf.Duration": DURATION_TYPE,
     "optional_type": OPTIONAL_TYPE,
 }
+
+
+class BoolKey:
+    """A ``bool`` used as a map key.
+
+    CEL keeps ``true`` and ``1`` apart (``{true: 'a', 1: 'b'}`` has two entries); Python's
+    ``True == 1`` would merge them. Maps therefore store bool keys as :data:`TRUE_KEY` or
+    :data:`FALSE_KEY`: :func:`map_key` wraps a key, :func:`key_value` unwraps it (iteration,
+    formatting and conversion to Python see plain bools).
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: bool) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is BoolKey and other.value is self.value
+
+    def __hash__(self) -> int:
+        return hash((BoolKey, self.value))
+
+    def __repr__(self) -> str:
+        return "true" if self.value else "false"
+
+
+TRUE_KEY = BoolKey(True)
+FALSE_KEY = BoolKey(False)
+
+
+def map_key(key: Any) -> Any:
+    """``key`` as a map stores it (bools wrapped)."""
+    if type(key) is bool:
+        return TRUE_KEY if key else FALSE_KEY
+    return key
+
+
+def key_value(key: Any) -> Any:
+    """A stored map key as a CEL value (bools unwrapped)."""
+    return key.value if type(key) is BoolKey else key
+
+
+def map_keys(value: Mapping[Any, Any]) -> list[Any]:
+    """The keys of a map as CEL values, in order."""
+    return [k.value if type(k) is BoolKey else k for k in value]
+
+
+def map_items(value: Mapping[Any, Any]) -> list[tuple[Any, Any]]:
+    """The ``(key, value)`` pairs of a map, keys as CEL values, in order."""
+    return [(k.value if type(k) is BoolKey else k, v) for k, v in value.items()]
 
 
 class OpaqueValue:

@@ -82,6 +82,13 @@ def run(args: argparse.Namespace) -> int:
         )
         return EXIT_USAGE
     policy = matching[0]
+    if policy.file is not None:
+        from mkpolicy.check import check
+
+        # A dry run of a policy the sidecar would refuse must say so: same checker, same lines.
+        for finding in check([policy.file]).result.findings:
+            if finding.severity == "error" and finding.policy == policy.name:
+                print(f"{finding.report()} [the sidecar and 'mkpolicy validate' refuse this policy]", file=sys.stderr)
     name = str((obj.get("metadata") or {}).get("name", "object"))
     ctx = Context(
         workload_name=args.workload_name or f"{str(obj.get('kind', '')).lower()}-{name}",

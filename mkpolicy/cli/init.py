@@ -2,14 +2,17 @@
 objects (the manager's object and the worker's copy with a status), ready to pass
 'mkpolicy lint' and 'mkpolicy test'.
 
-With --crd the policy names the CRD as its schema (CEL is type-checked against it), the
-managedBy field is looked up in it (/spec/managedBy, another managedBy string field, or
-none: managedBy: null), and the example object fills the CRD's required fields.
+With --crd the CRD, trimmed to what the policy needs (mkpolicy trim-schema), is written
+beside the policy as DIR/<name>.schema.json and named in spec.schema: CEL is type-checked
+against it, and the directory deploys as it is (a policies ConfigMap is flat, and the
+schema resolves in it). The managedBy field is looked up in the CRD (/spec/managedBy,
+another managedBy string field, or none: managedBy: null), and the example object fills
+the CRD's required fields.
 
-Files: DIR/<name>.yaml, DIR/<name>.test.yaml, DIR/examples/<name>.yaml and
-DIR/examples/<name>-worker.yaml, where <name> is <group prefix>-<kind> (for
-PipelineRun.v1.tekton.dev: tekton-pipelinerun). Existing files are kept unless --force.
-Exit code 0, 2 for bad arguments or unwritable files.
+Files: DIR/<name>.yaml, DIR/<name>.test.yaml, DIR/examples/<name>.yaml,
+DIR/examples/<name>-worker.yaml (and DIR/<name>.schema.json with --crd), where <name>
+is <group prefix>-<kind> (for PipelineRun.v1.tekton.dev: tekton-pipelinerun). Existing
+files are kept unless --force. Exit code 0, 2 for bad arguments or unwritable files.
 """
 
 from __future__ import annotations
@@ -43,4 +46,6 @@ def run(args: argparse.Namespace) -> int:
     for path in files:
         print(f"created {path}")
     print(f"next: mkpolicy lint {args.dir} && mkpolicy test {args.dir}")
+    # The directory's files (not examples/) are what the sidecar's policies ConfigMap holds.
+    print(f"deploy: kubectl -n kueue-system create configmap mkpolicy-policies --from-file={args.dir}/")
     return EXIT_OK

@@ -1,10 +1,12 @@
 """Lint FrameworkPolicy files: document errors, CEL syntax and types against the framework's
-schema, managedBy, patches that break invariants, cost, unused variables, and format
-features stock Kueue's generic adapter cannot honour.
+schema, managedBy, what patches write against the schema, patches that break invariants,
+cost, unused variables, and format features stock Kueue's generic adapter cannot honour.
 
 Each finding has a stable rule ID (MKP101...), documented in docs/lint-rules.md, and the
-position of the offending token in the YAML file. Silence rules with --disable, or per
-policy with the annotation lint.mkpolicy.io/disable: "MKP401, MKP405".
+position of the offending token in the YAML file. The errors are exactly what 'mkpolicy
+validate', 'mkpolicy sidecar --check' and the sidecar refuse (one checker). Silence rules
+with --disable (this report only), or per policy with the annotation
+lint.mkpolicy.io/disable: "MKP401, MKP405" (everywhere; not the rules the engine enforces).
 
 Exit code 0 when nothing at or above --fail-on was found, 1 when something was, 2 for
 unreadable paths and usage errors.
@@ -42,8 +44,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Lint ``args.paths`` and print the report."""
+    from mkpolicy.check.rules import RULES
     from mkpolicy.cli.common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, error
-    from mkpolicy.lint.rules import RULES
 
     if args.list_rules:
         for rule in RULES.values():
@@ -58,10 +60,10 @@ def run(args: argparse.Namespace) -> int:
         error(f"--disable: unknown rule ID(s) {', '.join(unknown)}; see 'mkpolicy lint --list-rules'")
         return EXIT_USAGE
 
-    from mkpolicy.lint.api import lint_paths
+    from mkpolicy.check import check_paths
     from mkpolicy.lint.formats import render, summary
 
-    result = lint_paths(args.paths, disable)
+    result = check_paths(args.paths, disable)
     report = render(result, args.format)
     if args.output:
         try:

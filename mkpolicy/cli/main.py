@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 #: (name, module, one-line help), in the order ``--help`` lists them.
 COMMANDS: list[tuple[str, str, str]] = [
-    ("validate", "mkpolicy.cli.validate", "check policy files: YAML, fields, GVKs, CEL compilation"),
+    ("validate", "mkpolicy.cli.validate", "check policies with every error rule of lint, as the sidecar loads them"),
     ("apply", "mkpolicy.cli.apply", "dry run: the worker copy (create) or status patch (sync) of an object"),
     ("lint", "mkpolicy.cli.lint", "lint policies: stable rule IDs, text/json/sarif/github reports"),
     ("test", "mkpolicy.cli.test", "run policy test suites (*.test.yaml); --update-snapshots, --junit"),
@@ -23,6 +23,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("explain", "mkpolicy.cli.explain", "what a policy does: per phase, the fields each patch reads and writes"),
     ("export", "mkpolicy.cli.export", "print Kueue configuration (externalFrameworks) or RBAC for policies"),
     ("schema", "mkpolicy.cli.schema", "print the JSON Schema of FrameworkPolicy documents"),
+    ("trim-schema", "mkpolicy.cli.trim_schema", "write a CRD trimmed to what a policy needs (fits a ConfigMap)"),
     ("eval", "mkpolicy.cli.eval", "evaluate a CEL expression against objects and print the result as JSON"),
     ("sidecar", "mkpolicy.cli.sidecar", "run the policies on the wire between the Kueue manager and its workers"),
     ("demo", "mkpolicy.cli.demo", "MultiKueue + the sidecar end to end on loopback API servers, in seconds"),

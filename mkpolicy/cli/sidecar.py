@@ -1,4 +1,4 @@
-"""Run mkpolicy on the wire between the Kueue manager and its workers (DESIGN.md §3).
+"""Run mkpolicy on the wire between the Kueue manager and its workers (docs/architecture.md).
 
 One HTTPS endpoint per worker cluster (TLS with a CA the sidecar generates, a bearer
 token per worker); Kueue's MultiKueueCluster kubeconfig Secrets point at them.
@@ -115,8 +115,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             if args.kubeconfig_dir:
                 from mkpolicy.kube.kubeconfig import write_kubeconfig
+                from mkpolicy.kube.secretfiles import private_dir
 
-                os.makedirs(args.kubeconfig_dir, mode=0o700, exist_ok=True)
+                private_dir(args.kubeconfig_dir)
                 for worker in config.workers:
                     write_kubeconfig(
                         os.path.join(args.kubeconfig_dir, f"{worker.name}.kubeconfig"), sidecar.kubeconfig(worker.name)
@@ -143,5 +144,8 @@ def run(args: argparse.Namespace) -> int:
         print(exc.report(), file=sys.stderr)
         return EXIT_USAGE
     except OSError as exc:
-        error(f"cannot start: {exc}")
+        from mkpolicy.sidecar.config import bind_error
+
+        bind = bind_error(config, exc)
+        print(f"{args.config}: error: {bind}" if bind else f"error: cannot start: {exc}", file=sys.stderr)
         return EXIT_USAGE

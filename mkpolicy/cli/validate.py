@@ -1,8 +1,11 @@
 """Check FrameworkPolicy files: YAML syntax, fields, framework GVKs, schemas and CEL.
 
-Every policy is loaded and compiled exactly as the engine and the sidecar would; each
-problem is printed as FILE:LINE:COLUMN: error: MESSAGE. Exit code 0 when every policy
-is valid, 1 when a policy has problems, 2 when a path cannot be read.
+Every policy is checked by every error-severity lint rule (docs/lint-rules.md) and
+compiled exactly as the engine and the sidecar compile it: what this command accepts,
+'mkpolicy sidecar' loads, and what it refuses, the sidecar refuses too, with the same
+lines. Each problem is printed as FILE:LINE:COLUMN: error RULE MESSAGE; warnings are
+only counted ('mkpolicy lint' shows them). Exit code 0 when every policy is valid, 1
+when a policy has errors, 2 when a path cannot be read.
 """
 
 from __future__ import annotations
@@ -18,24 +21,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Validate and compile every policy under ``args.paths``."""
-    from mkpolicy.cli.common import EXIT_FINDINGS, EXIT_OK, report_policy_error
-    from mkpolicy.engine import compile
-    from mkpolicy.errors import MkpolicyError, PolicyError
-    from mkpolicy.policy import load
+    """Check and compile every policy under ``args.paths``."""
+    from mkpolicy.check import check
+    from mkpolicy.cli.common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
 
-    try:
-        policies = load(args.paths)
-    except PolicyError as exc:
-        return report_policy_error(exc, sys.stdout)
-    failed = 0
-    for policy in policies:
-        try:
-            compile(policy)
-        except MkpolicyError as exc:
-            failed += 1
-            print(exc.report())
-            continue
-        if not args.quiet:
-            print(f"{policy.file}: ok: {policy.name} ({policy.spec.framework})")
-    return EXIT_FINDINGS if failed else EXIT_OK
+    run = check(args.paths)
+    result = run.result
+    for problem in result.input_errors:
+        print(problem.report(), file=sys.stderr)
+    for finding in result.findings:
+        if finding.severity == "error":
+            print(finding.report())
+    if not args.quiet:
+        for adapter in run.adapters:
+            print(f"{adapter.policy.file}: ok: {adapter.name} ({adapter.gvk})")
+        warnings = result.count("warning")
+        if warnings:
+            print(f"{warnings} warning{'s' * (warnings != 1)}: 'mkpolicy lint' shows them", file=sys.stderr)
+    if result.input_errors:
+        return EXIT_USAGE
+    return EXIT_FINDINGS if result.count("error") else EXIT_OK

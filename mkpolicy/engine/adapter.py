@@ -1,6 +1,6 @@
 """Compile a FrameworkPolicy into an :class:`Adapter` that creates and syncs objects.
 
-Semantics are DESIGN.md §2: creation starts from Kueue's generic clone, applies the
+Semantics (docs/architecture.md, "Semantics"): creation starts from Kueue's generic clone, applies the
 creation patches in order and checks the invariants after each; status write-back
 starts from the manager's object, applies the sync patches and returns a JSON merge
 patch for the status subresource. With no patches an adapter behaves exactly like
@@ -110,16 +110,20 @@ class Adapter:
         )
         self.creation = _mutations(policy, "creation", spec.creation.patches, locator, env)
         self.sync_patches = _mutations(policy, "sync", spec.sync.patches, locator, env)
-        expressions = [e for _, e in self.match_conditions] + list(self.variables.by_name.values())
-        expressions += [m.expression for m in self.creation + self.sync_patches]
         self._uses_now = any(
-            isinstance(node, Ident) and node.name == "now" for e in expressions for node in e.ast.walk()
+            isinstance(node, Ident) and node.name == "now" for e in self.expressions() for node in e.ast.walk()
         )
 
     @property
     def name(self) -> str:
         """The policy's name."""
         return self.policy.name
+
+    def expressions(self) -> list[PolicyExpression]:
+        """Every compiled expression: match conditions, variables, creation and sync patches."""
+        out = [expression for _, expression in self.match_conditions]
+        out += self.variables.by_name.values()
+        return out + [m.expression for m in self.creation + self.sync_patches]
 
     # -- managed? -----------------------------------------------------------------------
     def is_managed(self, obj: Mapping[str, Any], ctx: Context | None = None) -> tuple[bool, str]:
@@ -202,7 +206,7 @@ class Adapter:
         if self.managed_by_tokens is not None:
             start = remove_pointer(start, self.managed_by_tokens)
         place = identifier_place(mode, ctx.workload_name)
-        # Invariants are checked once, on the result (DESIGN.md §2 step 5). Only when
+        # Invariants are checked once, on the result (creation step 4 of docs/architecture.md). Only when
         # that fails are the patches replayed one by one, to name the patch that broke
         # it (and, under failurePolicy Ignore, to skip it).
         skipped: list[MkpolicyError] = []

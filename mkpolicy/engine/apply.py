@@ -5,8 +5,9 @@ structured-merge-diff, guided by the kind's schema:
 
 * objects and maps merge key by key; keys the configuration does not name are kept;
 * lists with ``x-kubernetes-list-type: map`` merge item by item, matched on their
-  ``x-kubernetes-list-map-keys`` (existing items keep their place, new ones are appended);
-  ``set`` lists gain the values they lack;
+  ``x-kubernetes-list-map-keys``; ``set`` lists gain the values they lack; the order of
+  the result, and live items that repeat a key, follow structured-merge-diff (see
+  :func:`_merge_list`);
 * atomic lists (the default for lists, and every list where the schema is unknown),
   atomic maps and atomic structs (``x-kubernetes-map-type: atomic``) may *not* be set:
   Kubernetes rejects the whole configuration, because replacing them wholesale would
@@ -113,51 +114,134 @@ def _merge(live: Any, patch: Any, schema: MergeSchema, path: str, problems: list
         return out
     if isinstance(patch, list):
         list_type = schema.list_type
-        if list_type == "map":
-            return _merge_map_list(live if isinstance(live, list) else [], patch, schema, path, problems)
-        if list_type == "set":
-            out_set = list(live) if isinstance(live, list) else []
-            for value in patch:
-                if value not in out_set:
-                    out_set.append(value)
-            return out_set
-        problems.append(f"{path or '.'} is an atomic list and may not be set")
-        return live
+        if list_type == "atomic":
+            problems.append(f"{path or '.'} is an atomic list and may not be set")
+            return live
+        return _merge_list(live if isinstance(live, list) else [], patch, schema, path, problems)
     return patch
 
 
-def _merge_map_list(
-    live: list[Any], patch: list[Any], schema: MergeSchema, path: str, problems: list[str]
-) -> list[Any]:
-    keys = schema.list_map_keys
+# Associative lists (x-kubernetes-list-type map or set) merge as structured-merge-diff v6
+# merges them: typed/merge.go (mergingWalker.visitListItems, indexListPathElements) and
+# typed/helpers.go (keyedAssociativeListItemToPathElement, setItemToPathElement).
+
+_DUPLICATE = object()
+
+
+def _merge_list(live: list[Any], patch: list[Any], schema: MergeSchema, path: str, problems: list[str]) -> list[Any]:
+    """Merge the items of an associative list; the result's order interleaves both lists as
+    structured-merge-diff's does: live items keep their place, applied items that are also
+    live follow the applied order, new ones come after the live item before them. Live items
+    that repeat a key are collapsed into the applied item, at the first one's place."""
     items = schema.items()
+    key_of = _map_key(schema) if schema.list_type == "map" else _set_key
+    rhs_keys = [key_of(item, f"{path}: element {i}") for i, item in enumerate(patch)]
+    lhs_keys = [key_of(item, f"{path}: element {i} of the object") for i, item in enumerate(live)]
+    rhs: dict[Any, Any] = {}
+    for i, (key, item) in enumerate(zip(rhs_keys, patch, strict=True)):
+        if key in rhs:
+            raise PatchError(f"{path}: element {i}: duplicate entries for key {_show(key)}")
+        rhs[key] = item
+    lhs: dict[Any, Any] = {}
+    for key, item in zip(lhs_keys, live, strict=True):
+        lhs[key] = _DUPLICATE if key in lhs else item  # repeated keys are not merged
+    shared = [key for key in rhs_keys if key in lhs]
+    next_shared = shared.pop(0) if shared else None
 
-    def key_of(item: Any, where: str) -> tuple[Any, ...]:
-        if not isinstance(item, dict):
-            raise PatchError(f"{where}: expected an object in a map list keyed by {keys}; found {item!r}")
-        return tuple(_hashable(item.get(k)) for k in keys)
+    def merged(key: Any, live_item: Any, index: int) -> Any:
+        before = None if live_item is _DUPLICATE else live_item
+        return _merge(before, rhs[key], items, f"{path}[{index}]", problems)
 
-    out = list(live)
-    index = {}
-    for i, item in enumerate(live):
-        if isinstance(item, dict):
-            index[key_of(item, f"{path}[{i}]")] = i
-    seen: set[tuple[Any, ...]] = set()
-    for i, item in enumerate(patch):
-        key = key_of(item, f"{path}[{i}]")
-        if key in seen:
-            raise PatchError(f"{path}[{i}]: duplicate entry for key {dict(zip(keys, key, strict=True))}")
-        seen.add(key)
-        if key in index:
-            out[index[key]] = _merge(out[index[key]], item, items, f"{path}[{i}]", problems)
-        else:
-            out.append(_merge(None, item, items, f"{path}[{i}]", problems))
+    out: list[Any] = []
+    merged_rhs: set[Any] = set()
+    li, ri = 0, 0
+    while li < len(lhs_keys) or ri < len(rhs_keys):
+        if li < len(lhs_keys) and ri < len(rhs_keys):
+            key = lhs_keys[li]
+            if key == rhs_keys[ri]:
+                merged_rhs.add(key)
+                out.append(merged(key, lhs[key], ri))
+                li += 1
+                ri += 1
+                next_shared = shared.pop(0) if shared else None
+                continue
+            if key in rhs and next_shared is not None and next_shared != key:
+                li += 1  # a shared item, but not the one this round wants
+                continue
+        if li < len(lhs_keys):
+            key = lhs_keys[li]
+            if key not in rhs:
+                out.append(live[li])
+                li += 1
+                continue
+            if key in merged_rhs:
+                li += 1  # merged with the applied item already
+        if ri < len(rhs_keys):
+            key = rhs_keys[ri]
+            merged_rhs.add(key)
+            out.append(merged(key, lhs.get(key), ri))
+            ri += 1
+            if next_shared is not None and next_shared == key:
+                next_shared = shared.pop(0) if shared else None
     return out
 
 
+def _map_key(schema: MergeSchema) -> Any:
+    keys = schema.list_map_keys
+    item_schema = schema.items().schema.node or {}
+    props = item_schema.get("properties")
+    defaults: dict[str, Any] = {
+        name: node["default"]
+        for name, node in (props.items() if isinstance(props, dict) else ())
+        if isinstance(node, dict) and node.get("default") is not None
+    }
+
+    def key_of(item: Any, where: str) -> tuple[Any, ...]:
+        if item is None:
+            raise PatchError(f"{where}: associative list with keys may not have a null element")
+        if not isinstance(item, dict):
+            raise PatchError(f"{where}: associative list with keys may not have non-map elements")
+        fields = []
+        for name in keys:
+            if name in item:
+                fields.append((name, _hashable(item[name])))
+            elif name in defaults:
+                fields.append((name, _hashable(defaults[name])))
+            # else: the key is left out, and the item is a different entry than one with it
+        if not fields:
+            raise PatchError(
+                f"{where}: associative list with keys has an element that omits all key fields {keys} "
+                "(and doesn't have default values for any key fields)"
+            )
+        return ("map", *sorted(fields))
+
+    return key_of
+
+
+def _set_key(item: Any, where: str) -> tuple[Any, ...]:
+    if isinstance(item, dict):
+        raise PatchError(f"{where}: associative list without keys has an element that's a map type")
+    if isinstance(item, list):
+        raise PatchError(f"{where}: not supported: associative list with lists as elements")
+    if item is None:
+        raise PatchError(f"{where}: associative list without keys has an element that's an explicit null")
+    return ("set", _hashable(item))
+
+
+def _show(key: tuple[Any, ...]) -> str:
+    if key[0] == "set":
+        return repr(key[1][1])
+    return "{" + ", ".join(f"{name}={value[1]!r}" for name, value in key[1:]) + "}"
+
+
 def _hashable(value: Any) -> Any:
+    # Typed, so that true and 1 (equal in Python) stay different keys, as in JSON.
     if isinstance(value, dict):
-        return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
+        return ("object", tuple(sorted((k, _hashable(v)) for k, v in value.items())))
     if isinstance(value, list):
-        return tuple(_hashable(v) for v in value)
-    return value
+        return ("array", tuple(_hashable(v) for v in value))
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, (int, float)):
+        return ("number", value)
+    return (type(value).__name__, value)

@@ -19,14 +19,15 @@ from mkpolicy.cel.ast import (
     StructLit,
     line_col,
 )
+from mkpolicy.cel.checker import check
 from mkpolicy.cel.convert import to_json
-from mkpolicy.cel.errors import CelCompileError, CelCostError, CelExpressionError, EvalError
+from mkpolicy.cel.errors import CelCompileError, CelCostError, CelExpressionError, CelTypeError, EvalError
 from mkpolicy.cel.runtime import LazyMap, type_name
 from mkpolicy.cel.values import ObjectValue
 from mkpolicy.errors import CelError, Location, PatchError
 from mkpolicy.policy.source import Path
 
-#: The variables every policy expression can use (DESIGN.md §2).
+#: The variables every policy expression can use (docs/architecture.md, "CEL variables").
 POLICY_VARIABLES = frozenset(
     {
         "object",
@@ -64,7 +65,16 @@ class PolicyExpression:
 
     __slots__ = ("expression", "locator", "path", "program", "where")
 
-    def __init__(self, expression: str, path: Path, where: str, locator: Locator, env: Environment) -> None:
+    def __init__(
+        self, expression: str, path: Path, where: str, locator: Locator, env: Environment, *, typecheck: bool = True
+    ) -> None:
+        """Parse, compile and (unless ``typecheck`` is False) type-check ``expression``.
+
+        The type check is the one Kubernetes runs when it compiles an admission policy's
+        expressions: variables are ``dyn``, list and map literals must be homogeneous, and
+        ``JSONPatch{...}`` fields have their declared types (op, path, from: string). Its
+        first error is raised (:class:`CelTypeError`); ``mkpolicy lint`` reports them all.
+        """
         self.expression = expression
         self.path = path
         self.where = where
@@ -73,6 +83,10 @@ class PolicyExpression:
             self.program = Program(expression, env)
         except CelExpressionError as exc:
             raise self.relocate(exc) from None
+        if typecheck:
+            errors = compile_type_errors(self.program)
+            if errors:
+                raise self.relocate(errors[0])
 
     @property
     def ast(self) -> Node:
@@ -97,6 +111,14 @@ class PolicyExpression:
             return self.program.evaluate(bindings)
         except CelExpressionError as exc:
             raise self.relocate(exc) from None
+
+
+def compile_type_errors(program: Program) -> list[CelTypeError]:
+    """The type errors Kubernetes reports when it compiles ``program`` for an admission
+    policy (every variable ``dyn``, homogeneous aggregate literals: the options of its
+    base CEL environment, ``k8s.io/apiserver/pkg/cel/environment/base.go``)."""
+    errors = check(program, homogeneous_literals=True).errors
+    return sorted(errors, key=lambda e: (e.offset or 0, e.message))
 
 
 class Variables:

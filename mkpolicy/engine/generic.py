@@ -1,6 +1,6 @@
 """Kueue's generic MultiKueue adapter, the behaviour every policy starts from.
 
-``clone`` builds the worker copy exactly as Kueue's generic adapter does (DESIGN.md §1),
+``clone`` builds the worker copy exactly as Kueue's generic adapter does (docs/architecture.md, "The problem"),
 and ``creation_invariants`` lists what a creation patch may never change.
 """
 

@@ -10,8 +10,10 @@ differ are subclassed. Differences from textbook RFC 6902, all on purpose:
   (``-1`` is the last element; for ``add``, ``-1`` inserts before the end... exactly
   as v4 does: index ``i < 0`` becomes ``len + 1 + i``); RFC: error.
 * ``add``/``replace`` without ``value`` store ``null`` (v4 sends no value: null).
-* A failing ``test`` is not an error: the whole patch is discarded and the object is
-  returned unchanged (Kubernetes' MAP plugin does this).
+* A failing ``test`` (a value that differs) is not an error: the whole patch is discarded
+  and the object is returned unchanged (Kubernetes' MAP plugin does this). A ``test``
+  whose path cannot be walked (a missing or null parent, an array index out of range) is
+  an error, as in v4; an absent member reads as ``null``.
 * ``test`` compares JSON values: ``1`` equals ``1.0``, ``true`` does not equal ``1``.
 
 Deliberate deviations from Kubernetes, where v4 misbehaves:
@@ -30,6 +32,7 @@ without building an operation object; ``test``, ``move`` and ``copy`` use the cl
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -155,27 +158,49 @@ class _Replace(_Cheap, jsonpatch.ReplaceOperation):
 
 
 class _Test(_Cheap, jsonpatch.TestOperation):
+    # Follows evanphx/json-patch v4.12.0 (the gopkg.in/evanphx/json-patch.v4 Kubernetes'
+    # MAP plugin vendors), patch.go: Patch.test, findObject, partialDoc.get and
+    # partialArray.get. Only a value that differs is ErrTestFailed (the patch is then
+    # discarded); a path that cannot be walked is an error.
     def apply(self, obj: Any) -> Any:
         if "value" not in self.operation:
             raise PatchError(f"test at {self.location!r} has no value")
-        try:
-            container, token = _parent(self, obj)
-        except PatchError:
-            raise TestFailed(self.location) from None
+        parts = self.pointer.parts
+        cur = obj
+        for part in parts[:-1]:
+            # findObject: a missing or null parent, or a scalar on the way, is ErrMissing.
+            cur = _test_get(cur, part, self.location) if isinstance(cur, (dict, list)) else None
+            if cur is None:
+                raise PatchError(f"test operation does not apply: is missing path: {self.location}")
+        if not isinstance(cur, (dict, list)):
+            raise PatchError(f"test operation does not apply: is missing path: {self.location}")
+        actual = _test_get(cur, parts[-1], self.location)
         expected = self.operation["value"]
-        if isinstance(container, dict):
-            if token not in container:
-                raise TestFailed(self.location)
-            actual = container[token]
-        elif isinstance(container, list):
-            if not token.isdigit() or int(token) >= len(container):
-                raise TestFailed(self.location)
-            actual = container[int(token)]
-        else:
+        # A member that is absent reads as null, as one that is null: both equal a null value.
+        if actual is None or expected is None:
+            if actual is None and expected is None:
+                return obj
             raise TestFailed(self.location)
         if not json_equal(actual, expected):
             raise TestFailed(self.location)
         return obj
+
+
+def _test_get(container: Any, token: str, location: str) -> Any:
+    """``container.get(token)`` as json-patch v4 reads it: a missing member is None; an array
+    index is what Go's ``strconv.Atoi`` reads (a sign, leading zeros), negative counts from
+    the end, and one out of range is an error."""
+    if isinstance(container, dict):
+        return container.get(token)
+    if not _ATOI.fullmatch(token):
+        raise PatchError(f'error in test for path: {location!r}: strconv.Atoi: parsing "{token}": invalid syntax')
+    index = int(token)
+    if index < -len(container) or index >= len(container):
+        raise PatchError(f"error in test for path: {location!r}: Unable to access invalid index: {index}")
+    return container[index]
+
+
+_ATOI = re.compile(r"[+-]?[0-9]+")
 
 
 #: The operation classes, as ``jsonpatch.JsonPatch.operations`` lists them.

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import mkpolicy.yamldata as yamldata
 from mkpolicy.errors import InputError, Location, MkpolicyError
 from mkpolicy.kube.rest import RestConfig
+from mkpolicy.kube.secretfiles import write_secret
 
 #: The key under which Kueue reads a MultiKueueCluster's kubeconfig from its Secret.
 KUBECONFIG_SECRET_KEY = "kubeconfig"
@@ -76,11 +77,7 @@ def make_kubeconfig(
 
 def write_kubeconfig(path: str, config: dict[str, Any]) -> None:
     """Write ``config`` as YAML, readable by the owner only (it holds a token)."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(dump_kubeconfig(config))
-    os.replace(tmp, path)
+    write_secret(path, dump_kubeconfig(config).encode("utf-8"))
 
 
 def dump_kubeconfig(config: Mapping[str, Any]) -> str:

@@ -37,6 +37,8 @@ class RestConfig:
     tls_server_name: str | None = None
     namespace: str | None = None
     context: str | None = None
+    #: The kubeconfig's ``proxy-url``: an ``http://`` proxy the connection is tunnelled through (CONNECT).
+    proxy_url: str | None = None
 
     @property
     def uses_tls(self) -> bool:

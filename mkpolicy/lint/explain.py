@@ -11,11 +11,11 @@ import textwrap
 from typing import Any
 
 from mkpolicy.cel import Environment
+from mkpolicy.check.celpaths import Access, accesses, json_patch_ops, object_writes
+from mkpolicy.check.sites import Site, sites
 from mkpolicy.engine.expressions import POLICY_VARIABLES, Locator, PolicyExpression
 from mkpolicy.engine.generic import ORIGIN_LABEL, PREBUILT_WORKLOAD_KEY
 from mkpolicy.errors import CelError
-from mkpolicy.lint.celpaths import Access, accesses, json_patch_ops, object_writes
-from mkpolicy.lint.sites import Site, sites
 from mkpolicy.policy import FrameworkPolicy
 
 _FAILURE = {

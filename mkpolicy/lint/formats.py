@@ -11,9 +11,9 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from mkpolicy.check.findings import LintResult
+from mkpolicy.check.rules import RULES
 from mkpolicy.errors import MkpolicyError
-from mkpolicy.lint.findings import Finding, LintResult
-from mkpolicy.lint.rules import RULES
 
 TOOL_NAME = "mkpolicy"
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -41,7 +41,7 @@ def summary(result: LintResult) -> str:
 
 def format_text(result: LintResult) -> str:
     """One line per finding: ``file:line:col: severity RULE message``."""
-    return "".join(finding_line(f) + "\n" for f in result.findings)
+    return "".join(f.report() + "\n" for f in result.findings)
 
 
 def _input_error(exc: MkpolicyError) -> dict[str, Any]:
@@ -193,8 +193,3 @@ FORMATTERS: dict[str, Callable[[LintResult], str]] = {
 def render(result: LintResult, fmt: str) -> str:
     """The report of ``result`` in format ``fmt`` (one of :data:`FORMATTERS`)."""
     return FORMATTERS[fmt](result)
-
-
-def finding_line(finding: Finding) -> str:
-    """The text-format line of one finding."""
-    return f"{finding.file}:{finding.line}:{finding.column}: {finding.severity} {finding.rule} {finding.message}"

@@ -7,6 +7,7 @@ the engine (the same code path as ``mkpolicy test --update-snapshots``).
 
 from __future__ import annotations
 
+import json
 import os
 from collections import deque
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from mkpolicy.jsonvalues import copy_json
 from mkpolicy.policy import DEFAULT_MANAGED_BY_PATH, GVK, MULTIKUEUE_CONTROLLER, parse_gvk
 from mkpolicy.policy.model import check_pointer
 from mkpolicy.structural import Schema, read_schema_document
+from mkpolicy.structural.trim import trim_crd
 
 _MAX_EXAMPLE_DEPTH = 8
 
@@ -250,7 +252,7 @@ _NOT_MANAGED = """\
 def scaffold(framework: str, directory: str, crd: str | None = None) -> Scaffold:
     """The files of a new policy for ``framework`` in ``directory`` (nothing is written)."""
     gvk = parse_gvk(framework)
-    schema = load_crd(crd, gvk)[1] if crd is not None else None
+    document, schema = load_crd(crd, gvk) if crd is not None else (None, None)
     managed_by = find_managed_by(schema)
     name = policy_name(gvk)
     policy_file = os.path.join(directory, f"{name}.yaml")
@@ -260,7 +262,8 @@ def scaffold(framework: str, directory: str, crd: str | None = None) -> Scaffold
     if managed_by is None:
         managed_by_block = (
             "  # The CRD has no managedBy field: every object is managed. Stock Kueue's generic\n"
-            "  # adapter cannot carry such kinds (mkpolicy lint MKP402); controller mode can.\n"
+            "  # adapter cannot carry such kinds (mkpolicy lint MKP402): the sidecar skips the\n"
+            "  # policy; it runs through mkpolicy's Python API only (a controller mode is planned).\n"
             "  managedBy: null\n"
         )
         managed_by_text = "its Kueue markers"
@@ -268,9 +271,13 @@ def scaffold(framework: str, directory: str, crd: str | None = None) -> Scaffold
         managed_by_block = f"  managedBy:\n    path: {managed_by}\n    value: {MULTIKUEUE_CONTROLLER}\n"
         managed_by_text = managed_by
     schema_line = ""
-    if crd is not None:
-        rel = os.path.relpath(os.path.abspath(crd), os.path.abspath(directory))
-        schema_line = f"  schema: {rel}   # CEL is type-checked against it (mkpolicy lint)\n"
+    schema_file = os.path.join(directory, f"{name}.schema.json")
+    if document is not None:
+        # Beside the policy, trimmed: the policies ConfigMap is flat and holds 1 MiB.
+        schema_line = (
+            f"  schema: {os.path.basename(schema_file)}   # the CRD, trimmed (mkpolicy trim-schema): "
+            "deploy it beside the policy\n"
+        )
     workload = f"{gvk.kind.lower()}-example-1a2b3"
     manager, worker = example_objects(gvk, schema, managed_by, workload)
     not_managed = ""
@@ -299,6 +306,8 @@ def scaffold(framework: str, directory: str, crd: str | None = None) -> Scaffold
         manager_file: f"# An example {gvk.kind} as a user submits it on the manager cluster.\n" + _yaml(manager),
         worker_file: f"# The worker's copy of the example {gvk.kind}, with the status it reports.\n" + _yaml(worker),
     }
+    if document is not None:
+        files[schema_file] = json.dumps(trim_crd(document, gvk.version, crd or ""), separators=(",", ":")) + "\n"
     return Scaffold(policy_file, suite_file, files)
 
 

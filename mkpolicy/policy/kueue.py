@@ -1,4 +1,4 @@
-"""What stock Kueue's generic MultiKueue adapter can carry (DESIGN.md §1 and §3).
+"""What stock Kueue's generic MultiKueue adapter can carry (docs/architecture.md, "What runs where").
 
 The generic adapter serves the kinds listed in ``multiKueue.externalFrameworks``. It
 decides "managed" by ``.spec.managedBy == kueue.x-k8s.io/multikueue`` alone and writes

@@ -21,6 +21,7 @@ from typing import Any
 
 import mkpolicy.yamldata as yamldata
 from mkpolicy.errors import InputError, Location, PolicyError
+from mkpolicy.yamlhint import explain
 
 Path = tuple[str | int, ...]
 
@@ -193,6 +194,12 @@ def _plain(node: Any, path: Path, smap: SourceMap, counter: list[int], depth: in
         active.discard(id(node))
         return items
     if isinstance(node, str):
+        counter[1] += len(node)
+        if counter[1] > yamldata.MAX_EXPANDED_BYTES:
+            limit = yamldata.MAX_EXPANDED_BYTES // (1024 * 1024)
+            raise _LimitError(
+                f"the YAML stream expands to more than {limit} MiB of strings (after alias expansion)", path
+            )
         return str(node)
     if isinstance(node, bool) or node is None:
         return node
@@ -244,13 +251,25 @@ def parse_documents(text: str, file: str) -> Iterator[Document]:
         problem = exc.problem or exc.context or "invalid YAML"
         if "duplicate key" in str(exc):
             problem = f"duplicate key: {_duplicate_key(str(exc))}"
+        else:
+            problem = explain(problem, text.splitlines(), mark.line + 1 if mark is not None else None)
         loc = Location(file, mark.line + 1, mark.column + 1) if mark is not None else Location(file)
         raise PolicyError(f"malformed YAML: {problem}", loc) from None
     except YAMLError as exc:
         raise PolicyError(f"malformed YAML: {exc}", Location(file)) from None
     except RecursionError:
         raise InputError(f"document nests deeper than {MAX_DEPTH} levels", Location(file)) from None
-    counter = [0]  # shared by every document: the limit bounds the whole stream
+    except ValueError as exc:  # ruamel converts integers as it loads: one too long to convert
+        found = re.search(r"[0-9_]{4000,}", text)
+        if found is None:
+            raise InputError(f"malformed YAML: {exc}", Location(file)) from None
+        line = text.count("\n", 0, found.start()) + 1
+        column = found.start() - (text.rfind("\n", 0, found.start()) + 1) + 1
+        raise InputError(
+            f"an integer of {len(found.group()):,} digits; Kubernetes reads integers as int64",
+            Location(file, line, column),
+        ) from None
+    counter = [0, 0]  # nodes and scalar bytes, shared by every document: the limits bound the whole stream
     for index, node in enumerate(loaded):
         if node is None:
             continue

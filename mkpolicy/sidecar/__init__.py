@@ -1,4 +1,4 @@
-"""The sidecar proxy between the Kueue manager and its worker clusters (DESIGN.md §3).
+"""The sidecar proxy between the Kueue manager and its worker clusters (docs/architecture.md, "The wire").
 
 Modules, one job each:
 

@@ -30,6 +30,10 @@ Example (every field but ``workers`` has a default)::
       intervalSeconds: 2
     shutdown:
       gracePeriodSeconds: 20
+    limits:                            # bounds on clients and answers (see docs/install.md, "Hardening")
+      maxConnections: 128              # per worker endpoint
+      headSeconds: 10
+      maxBodyBytes: 3145728
     logging:
       level: info
 
@@ -40,7 +44,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
@@ -225,6 +229,78 @@ class Shutdown(_Model):
         return value
 
 
+class Limits(_Model):
+    """Bounds on what clients of the worker endpoints (and the workers' answers) may hold.
+
+    The worker endpoints hold every worker's credentials; whatever connects to them is
+    bounded before it is authenticated (connections, handshake and head time, head
+    size) and after (body size, waiting for a worker connection, rewritten answers).
+    """
+
+    max_connections: int = Field(
+        default=128,
+        description="Client connections open at once per worker endpoint (TLS handshakes included); "
+        "more are closed as they are accepted. Kueue needs one per watch plus a few for requests.",
+    )
+    handshake_seconds: float = Field(default=10.0, description="Time a client has to complete the TLS handshake.")
+    head_seconds: float = Field(
+        default=10.0,
+        description="Time a client has to send a whole request head, from its first byte "
+        "(for a new connection: from the handshake); the connection is closed after it.",
+    )
+    idle_seconds: float = Field(
+        default=120.0,
+        description="Time an idle keep-alive connection is kept (longer than client-go's 90 s, so the client "
+        "closes first).",
+    )
+    max_head_bytes: int = Field(
+        default=64 * 1024, description="Largest request head (request line and header fields), in bytes (431 above)."
+    )
+    max_header_fields: int = Field(default=128, description="Most header fields in a request head (431 above).")
+    max_body_bytes: int = Field(
+        default=3 * 1024 * 1024,
+        description="Largest request body, in bytes (413 above): kube-apiserver's own limit (3 MiB).",
+    )
+    worker_wait_seconds: float = Field(
+        default=10.0,
+        description="Time a request may wait for a connection to its worker when all are busy (503 after it).",
+    )
+    max_worker_connections: int = Field(
+        default=256, description="Connections to one worker at most (watches included); more requests wait."
+    )
+    max_answer_bytes: int = Field(
+        default=8 * 1024 * 1024,
+        description="Largest worker answer the sidecar reads whole to rewrite (a policy kind's object), "
+        "in bytes (502 above); answers passed through are streamed and not bounded.",
+    )
+    answer_budget_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        description="Bytes of answers being rewritten at once, over all endpoints; a rewrite that would exceed "
+        "it is answered 429 (Retry-After: 1), which client-go retries.",
+    )
+
+    @field_validator("max_connections", "max_header_fields", "max_worker_connections")
+    @classmethod
+    def _count(cls, value: int) -> int:
+        if not 1 <= value <= 100_000:
+            raise ValueError(f"expected 1 to 100000; found {value}")
+        return value
+
+    @field_validator("handshake_seconds", "head_seconds", "idle_seconds", "worker_wait_seconds")
+    @classmethod
+    def _seconds(cls, value: float) -> float:
+        if not 0 < value <= 3600:
+            raise ValueError(f"expected more than 0 and at most 3600 seconds; found {value}")
+        return value
+
+    @field_validator("max_head_bytes", "max_body_bytes", "max_answer_bytes", "answer_budget_bytes")
+    @classmethod
+    def _bytes(cls, value: int) -> int:
+        if not 1024 <= value <= 1 << 34:
+            raise ValueError(f"expected 1024 bytes to 16 GiB; found {value}")
+        return value
+
+
 class Logging(_Model):
     """Structured JSON logs on stderr."""
 
@@ -244,6 +320,7 @@ class SidecarConfig(_Model):
     state: State = Field(default_factory=State)
     reload: Reload = Field(default_factory=Reload)
     shutdown: Shutdown = Field(default_factory=Shutdown)
+    limits: Limits = Field(default_factory=Limits)
     logging: Logging = Field(default_factory=Logging)
 
     @field_validator("origin")
@@ -313,6 +390,53 @@ def config_from_dict(data: dict[str, Any]) -> SidecarConfig:
         raise ConfigError(message, None, [f"error: {m}" for m in found]) from None
 
 
+def field_names(loc: list[Any] | tuple[Any, ...]) -> list[str]:
+    """The YAML field names of the section at ``loc`` (``["listen"]``, ``["workers", 0]``)."""
+    model: Any = SidecarConfig
+    for seg in loc:
+        if isinstance(seg, int):
+            continue  # a list item: the same model
+        field = next((f for name, f in model.model_fields.items() if (f.alias or name) == seg), None)
+        if field is None:
+            return []
+        model = _model_of(field.annotation)
+        if model is None:
+            return []
+    return [f.alias or name for name, f in model.model_fields.items()]
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The model class inside ``annotation`` (``Listen``, ``list[Worker]``, ``SecretRef | None``)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _model_of(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def bind_error(config: SidecarConfig, exc: OSError) -> str | None:
+    """Which field of ``config`` holds the address a failed bind named, and why it failed
+    (asyncio's ``create_server`` words the error ``... bind on address ('127.0.0.1', 7443):
+    address already in use``); None when ``exc`` is not a bind error."""
+    found = re.search(r"bind on address \('([^']*)', (\d+)\): (.*)", str(exc))
+    if found is None:
+        return None
+    host, port, reason = found.group(1), int(found.group(2)), found.group(3)
+    fields = []
+    if port == config.ops.port and host == config.ops.address:
+        fields.append("ops.port (the /healthz, /readyz and /metrics endpoint)")
+    for i, (worker, worker_port) in enumerate(zip(config.workers, config.worker_ports(), strict=True)):
+        if worker_port == port and host == config.listen.address:
+            if worker.port is not None:
+                fields.append(f"workers[{i}].port (worker {worker.name!r})")
+            else:
+                fields.append(f"listen.basePort + {i} (worker {worker.name!r})")
+    held_by = " or ".join(fields) or "listen.address/ops.address"
+    return f"{held_by}: cannot listen on {host}:{port}: {reason}; choose a free port (or another address)"
+
+
 def _subdomain(value: str, what: str) -> str:
     if len(value) > 253 or not DNS_SUBDOMAIN.match(value):
         raise ValueError(f"expected {what} (DNS-1123 subdomain); found {value!r}")
@@ -334,7 +458,9 @@ def _problem(err: Any, source: Any) -> ConfigError:
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
     if kind == "extra_forbidden":
-        message = f"unknown field {where!r}"
+        fields = field_names(path[:-1])
+        expected = f"; expected one of: {', '.join(fields)}" if fields else ""
+        message = f"unknown field {where!r}{expected} (docs/sidecar-config.md)"
         location = source.location(tuple(path), key=True)
     elif kind == "missing":
         message = f"missing required field {where!r}"

@@ -22,6 +22,7 @@ from cryptography import x509
 from mkpolicy.kube.certs import KeyPair, make_ca, make_serving_cert
 from mkpolicy.kube.kubeconfig import check_kueue_rules, make_kubeconfig
 from mkpolicy.kube.rest import load_pem_chain
+from mkpolicy.kube.secretfiles import private_dir, write_secret
 from mkpolicy.sidecar.config import ConfigError
 
 #: A kept serving certificate is renewed when it expires within this time.
@@ -39,9 +40,14 @@ class Credentials:
     def check_token(self, worker: str, header: str | None) -> bool:
         """Whether ``header`` (an ``Authorization`` value) carries ``worker``'s token (constant time)."""
         expected = self.tokens.get(worker)
-        if expected is None or not header or not header.startswith("Bearer "):
+        if expected is None or not header:
             return False
-        return hmac.compare_digest(header[len("Bearer ") :].strip().encode(), expected.encode())
+        # as kube-apiserver reads it (apiserver/pkg/authentication/request/bearertoken/bearertoken.go):
+        # the scheme in any case, then the token up to the next space
+        parts = header.strip().split(" ", 2)
+        if len(parts) < 2 or parts[0].lower() != "bearer" or not parts[1]:
+            return False
+        return hmac.compare_digest(parts[1].encode(), expected.encode())
 
     def server_context(self) -> ssl.SSLContext:
         """The TLS context the worker endpoints serve with."""
@@ -81,9 +87,9 @@ def load_or_create(state_dir: str | None, workers: list[str], hosts: list[str]) 
         ca = make_ca("mkpolicy-sidecar-ca")
         return Credentials(ca, make_serving_cert(ca, hosts, "mkpolicy-sidecar"), _tokens({}, workers))
     try:
-        os.makedirs(state_dir, mode=0o700, exist_ok=True)
+        private_dir(state_dir)
     except OSError as exc:
-        raise ConfigError(f"state.dir {state_dir!r}: cannot create it: {exc.strerror or exc}") from None
+        raise ConfigError(f"state.dir {state_dir!r}: cannot create it (mode 0700): {exc.strerror or exc}") from None
     kept = _read_pair(state_dir, "ca")
     if kept is None or not _valid(kept.cert_pem, []):
         ca = make_ca("mkpolicy-sidecar-ca")
@@ -127,12 +133,8 @@ def _read_pair(state_dir: str, stem: str) -> KeyPair | None:
 
 def _write(state_dir: str, name: str, data: bytes) -> None:
     path = os.path.join(state_dir, name)
-    tmp = f"{path}.tmp-{os.getpid()}"
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
+        write_secret(path, data)
     except OSError as exc:
         raise ConfigError(f"state.dir: cannot write {path!r}: {exc.strerror or exc}") from None
 

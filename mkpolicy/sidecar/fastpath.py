@@ -12,10 +12,10 @@ exactly as the slow path would.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from typing import TYPE_CHECKING
 
+from mkpolicy.jsonvalues import loads_kube
 from mkpolicy.sidecar.conn import HIGH_WATER
 from mkpolicy.sidecar.http1 import MAX_HEAD, HttpError, ResponseHead, parse_response_head
 from mkpolicy.sidecar.listener import READ_TIMEOUT, Exchange
@@ -134,7 +134,7 @@ class FastExchange:
             self._done(resp, entry.name, resp.status)
             return
         try:
-            doc = json.loads(body)
+            doc = loads_kube(body)
             ready, doc = endpoint.rewrite_now(doc, entry)
         except (ValueError, RecursionError):
             ready = False  # not JSON: the coroutine answers why
@@ -149,7 +149,12 @@ class FastExchange:
             return
         self._stop()
         conn.take(total)
-        respond_json(exchange, resp, doc)
+        try:
+            respond_json(exchange, resp, doc)
+        except StatusError as exc:
+            endpoint.refuse(exchange, exc, entry.name, self.verb, self.path)
+            self._done(resp, entry.name, exc.code)
+            return
         self._done(resp, entry.name, resp.status)
 
     def _done(self, resp: ResponseHead, policy: str, code: int) -> None:

@@ -16,10 +16,10 @@ import time
 from typing import TYPE_CHECKING
 
 from mkpolicy.sidecar.fastpath import FastExchange
-from mkpolicy.sidecar.http1 import MAX_HEAD, HttpError, ResponseHead, parse_request_head
+from mkpolicy.sidecar.http1 import HttpError, ResponseHead
 from mkpolicy.sidecar.listener import READ_TIMEOUT, ClientConnection, Exchange
 from mkpolicy.sidecar.paths import Target
-from mkpolicy.sidecar.relay import REPLAY_LIMIT, read_answer, send_request, splice
+from mkpolicy.sidecar.relay import REPLAY_LIMIT, AnswerTooLarge, read_answer, send_request, splice
 from mkpolicy.sidecar.status import StatusError
 from mkpolicy.sidecar.upstream import Upstream, UpstreamError, WorkerConnection
 
@@ -54,17 +54,8 @@ class Forwarder:
         event-loop turns less per request. Declined requests keep their parsed head in
         ``client.next_head``.
         """
-        buffer = client.buffer
-        end = buffer.find(b"\r\n\r\n")
-        if end < 0 or end + 4 > MAX_HEAD:
-            return False
-        try:
-            head = parse_request_head(bytes(buffer[: end + 4]))
-        except HttpError:
-            return False  # the coroutine answers it
-        del buffer[: end + 4]
-        client.next_head = head
-        if head.framing != "none" or "expect" in head.fields:
+        head = client.next_head  # parsed by the connection as its bytes came (llhttp)
+        if head is None or head.framing != "none" or "expect" in head.fields:
             return False
         endpoint = self.endpoint
         target = endpoint.target_of(head)
@@ -144,8 +135,18 @@ class Forwarder:
 
     async def answer(self, conn: WorkerConnection, resp: ResponseHead, timeout: float | None = READ_TIMEOUT) -> bytes:
         """The whole body of an answer (the connection released); StatusError when the worker breaks off."""
+        limits = self.upstream.limits
         try:
-            raw = await read_answer(conn, resp, timeout)
+            raw = await read_answer(conn, resp, timeout, limits.max_answer_bytes, limits.answer_budget_bytes)
+        except AnswerTooLarge as exc:
+            self.upstream.release(conn, False)
+            if exc.busy:
+                raise StatusError(
+                    429,
+                    f"mkpolicy sidecar: too many answers are being rewritten at once ({exc}); retry shortly",
+                    details={"retryAfterSeconds": 1},
+                ) from None
+            raise StatusError(502, f"mkpolicy sidecar: worker {self.cluster}: {exc}") from None
         except UpstreamError as exc:
             self.upstream.release(conn, False)
             self.metrics.upstream_errors.labels(self.cluster, "read").inc()

@@ -1,37 +1,62 @@
-"""HTTP/1.1 messages on the wire (RFC 9112): heads, body framing, chunked bodies.
+"""HTTP/1.1 messages on the wire (RFC 9112), read by llhttp (Node.js's parser, through ``httptools``).
 
-The worker endpoints speak HTTP/1.1 themselves rather than through a web framework:
-a pass-through request costs parsing its head, and its body and the worker's answer
-are relayed as the bytes that came. This module holds the pure part — parsing heads,
-deciding how a body is delimited, following a chunked body as it passes — and is
-strict where a lenient parser would let a request be read two ways (smuggling):
-bare CR or LF, obsolete line folding, whitespace before a colon, conflicting
-``Content-Length``, ``Transfer-Encoding`` together with ``Content-Length``.
+The sidecar relays bodies and answers as the bytes that came, so it needs more than a
+parser that hands over decoded messages: it must know exactly where each message ends.
+llhttp, in its strict mode (no leniency flag set), decides everything about the syntax:
+request and status lines, field names and values (no obsolete folding, no whitespace
+before a colon, no control characters, CRLF only), ``Content-Length`` (digits only, no
+duplicates), ``Transfer-Encoding`` with ``Content-Length`` (refused), chunk sizes and
+extensions, trailers. This module adds what a proxy decides itself (RFC 9110/9112):
+
+* one ``Host`` (a request without or with two is a 400), methods the sidecar relays,
+  HTTP/1.1 only (505 otherwise), ``Transfer-Encoding: chunked`` alone on requests (501);
+* a ``Connection`` field that names a framing or routing field is a 400: a proxy drops
+  what ``Connection`` names, and dropping ``Content-Length`` would turn the body into a
+  second request on the sidecar's credentialed connection (request smuggling);
+* the request target decoded once, as kube-apiserver decodes it
+  (:mod:`mkpolicy.kube.target`): a target the server would split differently than a
+  component reading the raw path (an encoded ``/``, dot or empty segments) is a 400;
+* identity fields (``Impersonate-*``, ``X-Remote-*``) are refused (403): the worker would
+  honour them with the sidecar's credentials;
+* limits: head size and field count (431), each checked as the bytes arrive.
+
+Heads are parsed incrementally (:class:`HeadReader`), so a malformed head is refused at
+its first bad byte instead of waiting for an empty line that never comes. Chunked
+bodies go through llhttp as well (:class:`ChunkedScanner`); it is fed up to each place a
+chunked body can end, so the end is known to the byte and a pipelined request or a
+worker's stray bytes after it are never taken for part of it.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Literal
 
-#: Largest request or response head accepted (bytes).
+import httptools
+
+from mkpolicy.kube.target import RequestTarget, TargetError, parse_target
+
+#: Largest request or response head accepted by default (bytes).
 MAX_HEAD = 1024 * 1024
-#: Longest chunk-size or trailer line accepted in a chunked body (bytes).
-MAX_CHUNK_LINE = 64 * 1024
+#: Most header fields in a head by default.
+MAX_FIELDS = 128
 
 Framing = Literal["none", "length", "chunked", "close"]
 
 #: Hop-by-hop headers (RFC 9110 §7.6.1) that a proxy never forwards as they are.
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "te", "upgrade", "proxy-authenticate"})
-
-_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_METHOD = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_TARGET = re.compile(r"[!-~]+")
-_HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")
-_DIGITS = re.compile(r"[0-9]{1,18}")
-_STATUS_LINE = re.compile(r"HTTP/1\.([01]) ([0-9]{3})(?: ([^\r\n\0]*))?")
+#: Fields a request's ``Connection`` may not name: dropping them would change how the
+#: message is framed or routed (RFC 9110 §7.6.1: a sender must not list them).
+PROTECTED = frozenset({"content-length", "transfer-encoding", "host", "authorization", "trailer", "content-type"})
+#: Prefixes of identity fields kube-apiserver honours from a client it trusts: impersonation
+#: (apiserver/pkg/endpoints/filters/impersonation.go: Impersonate-User, -Group, -Uid,
+#: -Extra-*) and the front-proxy's request headers (apiserver/pkg/authentication/request/
+#: headerrequest: X-Remote-User, -Group, -Uid, -Extra-* by default). The worker would
+#: apply them with the sidecar's credentials: a request carrying one is refused (403).
+IDENTITY_PREFIXES = ("impersonate-", "x-remote-")
+#: Methods the sidecar relays (a Kubernetes API server answers no others).
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
 class HttpError(Exception):
@@ -58,6 +83,8 @@ class RequestHead:
     length: int
     #: The client asked to close the connection after this exchange.
     close: bool
+    #: The target decoded as kube-apiserver decodes it.
+    decoded: RequestTarget | None = field(default=None)
 
     @property
     def path(self) -> str:
@@ -88,107 +115,198 @@ class ResponseHead:
     hop: bool
 
 
-#: A header section: field lines of a token, a colon and a value without CR or LF (no
-#: obsolete folding, no whitespace before the colon), each ending with CRLF.
-_FIELD_LINES = re.compile(r"(?:[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\r\n\0]*\r\n)*")
+class _Head:
+    """llhttp's callbacks for one message head."""
+
+    __slots__ = ("complete", "headers", "max_fields", "reason", "url")
+
+    def __init__(self, max_fields: int) -> None:
+        self.url = b""
+        self.reason = b""
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.complete = False
+        self.max_fields = max_fields
+
+    def on_url(self, url: bytes) -> None:
+        self.url += url
+
+    def on_status(self, reason: bytes) -> None:
+        self.reason += reason
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if len(self.headers) >= self.max_fields:
+            raise HttpError(431, f"more than {self.max_fields} header fields")
+        self.headers.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        self.complete = True
 
 
-def _split_head(raw: bytes, code: int) -> tuple[str, str]:
-    """The start line and the header section (each field line ending with CRLF) of a head."""
-    if not raw.endswith(b"\r\n\r\n"):
-        raise HttpError(code, "incomplete message head")
-    text = raw[:-2].decode("latin-1")
-    start, _, section = text.partition("\r\n")
-    if _FIELD_LINES.fullmatch(section) is None:
-        # also bare CR or LF, NUL, obsolete line folding and "Name : value"
-        bad = next((line for line in section.split("\r\n") if _FIELD_LINES.fullmatch(line + "\r\n") is None), "")
-        raise HttpError(code, f"malformed header line {bad[:100]!r}")
-    return start, section
-
-
-def _parse_fields(section: str) -> tuple[list[tuple[str, str]], dict[str, str]]:
+def _fields(raw: list[tuple[bytes, bytes]]) -> tuple[list[tuple[str, str]], dict[str, list[str]]]:
+    """Headers as text, and lower-cased name -> values (joined once, by the caller: linear time)."""
     headers: list[tuple[str, str]] = []
-    fields: dict[str, str] = {}
-    if not section:
-        return headers, fields
-    for line in section[:-2].split("\r\n"):
-        name, _, value = line.partition(":")
-        value = value.strip(" \t")
+    values: dict[str, list[str]] = {}
+    for name_b, value_b in raw:
+        name, value = name_b.decode("latin-1"), value_b.decode("latin-1").strip(" \t")
         headers.append((name, value))
-        low = name.lower()
-        old = fields.get(low)
-        fields[low] = value if old is None else f"{old}, {value}"
-    return headers, fields
+        values.setdefault(name.lower(), []).append(value)
+    return headers, values
 
 
-def _content_length(value: str) -> int:
-    values = {v.strip() for v in value.split(",")}
-    if len(values) != 1:
-        raise HttpError(400, f"conflicting Content-Length values: {value!r}")
-    text = values.pop()
-    if _DIGITS.fullmatch(text) is None:
-        raise HttpError(400, f"invalid Content-Length {text!r}")
-    return int(text)
+def _joined(values: dict[str, list[str]]) -> dict[str, str]:
+    return {name: v[0] if len(v) == 1 else ", ".join(v) for name, v in values.items()}
 
 
 def _tokens(value: str) -> set[str]:
     return {t.strip().lower() for t in value.split(",") if t.strip()}
 
 
-def parse_request_head(raw: bytes) -> RequestHead:
-    """Parse a request head (request line to the empty line, CRLFs included).
+def _feed(parser: httptools.HttpRequestParser | httptools.HttpResponseParser, data: bytes, code: int) -> bool:
+    """Feed ``data``; True when an upgrade stopped the parser. HttpError ``code`` when llhttp refuses it."""
+    try:
+        parser.feed_data(data)
+    except httptools.HttpParserUpgrade:
+        return True
+    except httptools.HttpParserCallbackError as exc:
+        cause = exc.__context__
+        if isinstance(cause, HttpError):
+            raise cause from None
+        raise HttpError(code, f"malformed message head: {exc}") from None
+    except httptools.HttpParserError as exc:
+        raise HttpError(code, f"malformed message head: {exc}") from None
+    return False
 
-    Raises :class:`HttpError`: 400 for a malformed head, 501 for a transfer coding other
-    than chunked, 505 for another HTTP version than 1.1.
+
+class HeadReader:
+    """Reads one request head as its bytes arrive (llhttp, strict), refusing it at the first bad byte.
+
+    Call :meth:`scan` with the connection's buffer whenever bytes arrive; it returns the
+    head's length once the empty line is there (then :meth:`head` is the parsed head).
     """
-    start, section = _split_head(raw, 400)
-    parts = start.split(" ")
-    if len(parts) != 3 or _METHOD.fullmatch(parts[0]) is None or _TARGET.fullmatch(parts[1]) is None:
-        raise HttpError(400, f"malformed request line {start[:100]!r}")
-    method, target, version = parts
-    if version != "HTTP/1.1":
-        if re.fullmatch(r"HTTP/[0-9]\.[0-9]", version):
-            raise HttpError(505, f"{version} is not supported; use HTTP/1.1")
-        raise HttpError(400, f"malformed request line {start[:100]!r}")
-    if not target.startswith("/"):
-        scheme, sep, rest = target.partition("://")
-        if sep and scheme.lower() in ("http", "https"):  # absolute-form: keep the path
-            slash = rest.find("/")
-            target = rest[slash:] if slash >= 0 else "/"
-        else:
-            raise HttpError(400, f"unsupported request target {target[:100]!r}")
-    headers, fields = _parse_fields(section)
-    framing: Framing = "none"
-    length = 0
-    coding = fields.get("transfer-encoding")
-    if coding is not None:
-        if "content-length" in fields:
-            raise HttpError(400, "both Transfer-Encoding and Content-Length")
-        if [c.strip().lower() for c in coding.split(",")] != ["chunked"]:
-            raise HttpError(501, f"unsupported Transfer-Encoding {coding!r}")
-        framing = "chunked"
-    elif "content-length" in fields:
-        length = _content_length(fields["content-length"])
-        framing = "length" if length else "none"
-    connection = fields.get("connection")
-    close = connection is not None and "close" in _tokens(connection)
-    return RequestHead(method, target, headers, fields, framing, length, close)
+
+    __slots__ = ("_collector", "_parser", "_scanned", "max_fields", "max_head")
+
+    def __init__(self, max_head: int = MAX_HEAD, max_fields: int = MAX_FIELDS) -> None:
+        self.max_head = max_head
+        self.max_fields = max_fields
+        self._collector = _Head(max_fields)
+        self._parser = httptools.HttpRequestParser(self._collector)
+        self._scanned = 0
+
+    @property
+    def started(self) -> bool:
+        """Some bytes of the head have been read."""
+        return self._scanned > 0
+
+    def scan(self, buffer: bytes | bytearray) -> int | None:
+        """The head's length when ``buffer`` holds all of it, else None. HttpError when it is malformed or too large."""
+        start = self._scanned
+        if start == 0 and buffer[:1] in (b"\r", b"\n"):
+            raise HttpError(400, "malformed request: an empty line before the request line")
+        end = buffer.find(b"\r\n\r\n", max(0, start - 3))
+        stop = len(buffer) if end < 0 else end + 4
+        if stop > self.max_head:
+            raise HttpError(431, f"request head larger than {self.max_head} bytes")
+        if stop > start:
+            _feed(self._parser, bytes(buffer[start:stop]), 400)
+            self._scanned = stop
+        if end < 0:
+            return None
+        if not self._collector.complete:
+            raise HttpError(400, "malformed request head")
+        return stop
+
+    def head(self) -> RequestHead:
+        """The head :meth:`scan` found complete, checked for what a proxy decides itself."""
+        parser, collector = self._parser, self._collector
+        version = parser.get_http_version()
+        if version != "1.1":
+            raise HttpError(505, f"HTTP/{version} is not supported; use HTTP/1.1")
+        method = parser.get_method().decode("ascii")
+        if method not in METHODS:
+            raise HttpError(405, f"method {method} is not relayed (expected one of {', '.join(sorted(METHODS))})")
+        target = collector.url.decode("latin-1")
+        if not target.startswith("/"):
+            scheme, sep, rest = target.partition("://")
+            if sep and scheme.lower() in ("http", "https"):  # absolute-form: keep the path
+                slash = rest.find("/")
+                target = rest[slash:] if slash >= 0 else "/"
+            else:
+                raise HttpError(400, f"unsupported request target {target[:100]!r}")
+        try:
+            decoded = parse_target(target)
+        except TargetError as exc:
+            raise HttpError(400, f"bad request target: {exc}") from None
+        if decoded.ambiguous:
+            raise HttpError(
+                400, f"the request path holds {decoded.ambiguous}; send the canonical path (segments separated by '/')"
+            )
+        headers, values = _fields(collector.headers)
+        identity = sorted(name for name in values if name.startswith(IDENTITY_PREFIXES))
+        if identity:
+            names = ", ".join(identity)
+            raise HttpError(403, f"identity fields are not relayed with the worker's credentials: {names}")
+        hosts = values.get("host", [])
+        if len(hosts) != 1:
+            raise HttpError(400, f"expected one Host field; found {len(hosts)}")
+        connection = _tokens(", ".join(values.get("connection", ())))
+        named = sorted(connection & PROTECTED)
+        if named:
+            raise HttpError(400, f"the Connection field names {', '.join(named)}, which a proxy must keep")
+        fields = _joined(values)
+        framing: Framing = "none"
+        length = 0
+        coding = fields.get("transfer-encoding")
+        if coding is not None:
+            if "content-length" in fields:  # (llhttp refuses it too)
+                raise HttpError(400, "both Transfer-Encoding and Content-Length")
+            if [c.strip().lower() for c in coding.split(",")] != ["chunked"]:
+                raise HttpError(501, f"unsupported Transfer-Encoding {coding!r}")
+            framing = "chunked"
+        elif "content-length" in fields:
+            length = int(fields["content-length"])  # digits only, one value: llhttp checked
+            framing = "length" if length else "none"
+        close = "close" in connection or parser.should_upgrade()
+        return RequestHead(method, target, headers, fields, framing, length, close, decoded)
 
 
-def parse_response_head(raw: bytes, method: str) -> ResponseHead:
+def parse_request_head(raw: bytes, max_fields: int = MAX_FIELDS) -> RequestHead:
+    """Parse a whole request head (request line to the empty line, CRLFs included).
+
+    Raises :class:`HttpError`: 400 for a malformed head, 405 for a method not relayed,
+    431 for too many fields, 501 for a transfer coding other than chunked, 505 for
+    another HTTP version than 1.1.
+    """
+    reader = HeadReader(max(len(raw), 1), max_fields)
+    end = reader.scan(raw)
+    if end is None or end != len(raw):
+        raise HttpError(400, "incomplete message head")
+    return reader.head()
+
+
+def parse_response_head(raw: bytes, method: str, max_fields: int = MAX_FIELDS) -> ResponseHead:
     """Parse a response head for a request made with ``method`` (HEAD answers carry no body).
 
     Raises :class:`HttpError` (502) when it is not a valid HTTP/1.x response head.
     """
-    start, section = _split_head(raw, 502)
-    match = _STATUS_LINE.fullmatch(start)
-    if match is None:
-        raise HttpError(502, f"malformed status line {start[:100]!r}")
-    minor, status, reason = match.group(1), int(match.group(2)), match.group(3) or ""
-    headers, fields = _parse_fields(section)
-    connection = fields.get("connection")
-    tokens = _tokens(connection) if connection is not None else set()
-    close = "close" in tokens or (minor == "0" and "keep-alive" not in tokens)
+    if not raw.endswith(b"\r\n\r\n") or raw.find(b"\r\n\r\n") != len(raw) - 4:
+        raise HttpError(502, "incomplete message head")
+    collector = _Head(max_fields)
+    parser = httptools.HttpResponseParser(collector)
+    try:
+        _feed(parser, raw, 502)
+    except HttpError as exc:
+        raise HttpError(502, exc.message) from None
+    if not collector.complete:
+        raise HttpError(502, "malformed response head")
+    version = parser.get_http_version()
+    if version not in ("1.0", "1.1"):
+        raise HttpError(502, f"HTTP/{version} answer; expected HTTP/1.1")
+    status = parser.get_status_code()
+    headers, values = _fields(collector.headers)
+    fields = _joined(values)
+    tokens = _tokens(fields.get("connection", ""))
+    close = "close" in tokens or (version == "1.0" and "keep-alive" not in tokens)
     hop = not HOP_BY_HOP.isdisjoint(fields)
     framing: Framing
     length = 0
@@ -196,91 +314,107 @@ def parse_response_head(raw: bytes, method: str) -> ResponseHead:
     if method == "HEAD" or status < 200 or status in (204, 304):
         framing = "none"
     elif coding is not None:
-        if "content-length" in fields:
-            raise HttpError(502, "both Transfer-Encoding and Content-Length")
         codings = [c.strip().lower() for c in coding.split(",")]
         framing = "chunked" if codings[-1] == "chunked" else "close"
     elif "content-length" in fields:
-        try:
-            length = _content_length(fields["content-length"])
-        except HttpError as exc:
-            raise HttpError(502, exc.message) from None
+        length = int(fields["content-length"])
         framing = "length" if length else "none"
     else:
         framing = "close"
     if framing == "close":
         close = True
+    reason = collector.reason.decode("latin-1")
     return ResponseHead(status, reason, headers, fields, framing, length, close, raw, hop)
 
 
-class ChunkedScanner:
-    """Follows a chunked body (RFC 9112 §7.1) as its bytes pass, finding where it ends.
+class _Chunks:
+    """llhttp's callbacks for a chunked body."""
 
-    ``feed`` returns how many bytes of the data belong to the body; with ``out`` the
-    payload (the chunks' data) is appended to it as well. Extensions and trailer fields
-    are checked for framing only and passed over.
-    """
-
-    __slots__ = ("_left", "_line", "_state", "done")
-
-    _SIZE, _DATA, _DATA_END, _TRAILER = range(4)
+    __slots__ = ("done", "last", "out")
 
     def __init__(self) -> None:
-        self._state = self._SIZE
-        self._left = 0
-        self._line = b""
+        self.out: list[bytes] | None = None
         self.done = False
+        #: The last event: "chunk" (a chunk's header), "body" (data), "end" (a chunk complete).
+        self.last = "end"
+
+    def on_body(self, data: bytes) -> None:
+        self.last = "body"
+        if self.out is not None:
+            self.out.append(data)
+
+    def on_chunk_header(self) -> None:
+        self.last = "chunk"
+
+    def on_chunk_complete(self) -> None:
+        self.last = "end"
+
+    def on_message_complete(self) -> None:
+        self.done = True
+
+
+#: A message head after which llhttp reads a chunked body (the scanner's parser starts there).
+_CHUNKED_HEAD = b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+class ChunkedScanner:
+    """Follows a chunked body (RFC 9112 §7.1) as its bytes pass, finding where it ends (llhttp).
+
+    ``feed`` returns how many bytes of the data belong to the body; with ``out`` the
+    payload (the chunks' data) is appended to it as well. A chunked body ends with an
+    empty line, so the data is fed up to each CRLF CRLF in turn: the end is known to
+    the byte, and what follows it is left to the caller.
+    """
+
+    __slots__ = ("_boundary", "_events", "_parser", "_tail")
+
+    def __init__(self) -> None:
+        self._events = _Chunks()
+        self._parser = httptools.HttpRequestParser(self._events)
+        self._parser.feed_data(_CHUNKED_HEAD)
+        self._boundary = True
+        #: The last bytes fed (an empty line may straddle two feeds).
+        self._tail = b""
+
+    @property
+    def done(self) -> bool:
+        """The last chunk and the trailer section have been read."""
+        return self._events.done
 
     @property
     def at_boundary(self) -> bool:
         """Between chunks (a clean place to end the body early)."""
-        return self._state == self._SIZE and not self._line
+        return self._boundary
 
     def feed(self, data: bytes, out: list[bytes] | None = None) -> int:
         """Scan ``data``; the number of its bytes up to the end of the body (``len(data)`` if it goes on)."""
-        pos = 0
-        size = len(data)
-        while pos < size and not self.done:
-            if self._state == self._DATA:
-                take = min(self._left, size - pos)
-                if out is not None:
-                    out.append(data[pos : pos + take])
-                pos += take
-                self._left -= take
-                if not self._left:
-                    self._state = self._DATA_END
-                continue
-            end = data.find(b"\n", pos)
-            if end < 0:
-                self._line += data[pos:]
-                if len(self._line) > MAX_CHUNK_LINE:
-                    raise HttpError(400, "chunk line too long")
-                return size
-            line = self._line + data[pos : end + 1] if self._line else data[pos : end + 1]
-            self._line = b""
-            pos = end + 1
-            self._line_done(line)
+        events = self._events
+        if events.done or not data:
+            return 0
+        events.out = out
+        pos, size = 0, len(data)
+        tail = self._tail
+        # an empty line that began in the previous feed ends within the first bytes of this one
+        straddle = (tail + data[:3]).find(b"\r\n\r\n") if tail else -1
+        try:
+            while pos < size:
+                if straddle >= 0:
+                    stop, straddle = straddle + 4 - len(tail), -1
+                else:
+                    end = data.find(b"\r\n\r\n", max(0, pos - 3))
+                    stop = size if end < 0 else end + 4
+                _feed(self._parser, data[pos:stop] if pos or stop < size else data, 400)
+                pos = stop
+                if self.done:  # (set by llhttp's callback)
+                    break
+        except HttpError as exc:
+            reason = exc.message.removeprefix("malformed message head: ")
+            raise HttpError(400, f"malformed chunked body: {reason}") from None
+        finally:
+            events.out = None
+        self._tail = (tail + data[:pos])[-3:] if pos < 3 else data[pos - 3 : pos]
+        self._boundary = events.last == "end" and not events.done and self._tail.endswith(b"\r\n")
         return pos
-
-    def _line_done(self, line: bytes) -> None:
-        if len(line) > MAX_CHUNK_LINE:
-            raise HttpError(400, "chunk line too long")
-        if not line.endswith(b"\r\n") or b"\r" in line[:-2]:
-            raise HttpError(400, "chunk line without CRLF")
-        if self._state == self._SIZE:
-            text = line[:-2].split(b";", 1)[0].strip(b" \t")
-            if _HEX.fullmatch(text) is None:
-                raise HttpError(400, f"invalid chunk size {text[:20]!r}")
-            self._left = int(text, 16)
-            self._state = self._DATA if self._left else self._TRAILER
-        elif self._state == self._DATA_END:
-            if line != b"\r\n":
-                raise HttpError(400, "chunk data longer than its size")
-            self._state = self._SIZE
-        elif line == b"\r\n":  # trailer section ends
-            self.done = True
-        elif _TOKEN.fullmatch(line.partition(b":")[0]) is None:
-            raise HttpError(400, "malformed trailer field")
 
 
 def dechunk(body: bytes) -> bytes:

@@ -8,6 +8,13 @@ response, or a head followed by a streamed body.
 Shutdown (:meth:`Listener.close`): stop accepting, close idle connections, end streamed
 answers (watches) at a clean boundary, let requests in flight finish within the grace
 period, then cut what is left.
+
+Bounds (:class:`~mkpolicy.sidecar.config.Limits`), all before a client is authenticated:
+the listener accepts sockets itself and closes those above ``maxConnections`` before any
+TLS work; a handshake has ``handshakeSeconds``; a request head is read as it arrives by
+llhttp (:class:`~mkpolicy.sidecar.http1.HeadReader`), refused at its first bad byte or
+above ``maxHeadBytes``/``maxHeaderFields``, and must be whole within ``headSeconds`` of
+its first byte. A client answered 401 is disconnected.
 """
 
 from __future__ import annotations
@@ -16,32 +23,31 @@ import asyncio
 import contextlib
 import json
 import logging
+import socket
 import ssl
 import time
 from collections.abc import Awaitable, Callable
 
+from mkpolicy.sidecar.config import Limits
 from mkpolicy.sidecar.conn import Connection
 from mkpolicy.sidecar.http1 import (
-    MAX_HEAD,
     ChunkedScanner,
+    HeadReader,
     HttpError,
     RequestHead,
-    parse_request_head,
     response_head,
 )
 from mkpolicy.sidecar.status import StatusError
 
 log = logging.getLogger("mkpolicy.sidecar.listener")
 
-#: Seconds an idle keep-alive connection is kept open: longer than client-go's 90 s, so that
-#: the client closes first (no request races our close).
-IDLE_TIMEOUT = 120.0
 #: Seconds to wait for the next byte of a request head or body.
 READ_TIMEOUT = 60.0
 #: An unread request body up to this size is read and dropped to keep the connection.
 DISCARD_LIMIT = 1024 * 1024
-#: Seconds at most that a refused connection is read (and dropped) before it is closed.
+#: Seconds and bytes at most that a refused connection is read (and dropped) before it is closed.
 LINGER = 2.0
+LINGER_BYTES = 256 * 1024
 
 Handler = Callable[["Exchange"], Awaitable[None]]
 #: Takes a request from a connection's buffer and answers it from callbacks (True), or declines.
@@ -57,6 +63,8 @@ class Exchange:
         self.started = time.perf_counter()
         #: The response head has been written.
         self.responded = False
+        #: The status code answered (0 until :meth:`respond`; pass-through answers leave it 0).
+        self.status = 0
         #: The response is complete (the connection may carry another request).
         self.complete = False
         #: The connection must close after this exchange.
@@ -66,6 +74,8 @@ class Exchange:
         self._wake_stream: Callable[[], None] | None = None
         self._body_left = head.length if head.framing == "length" else 0
         self._scanner = ChunkedScanner() if head.framing == "chunked" else None
+        #: Payload bytes of a chunked body so far (bounded by ``maxBodyBytes``).
+        self._payload = 0
         self._continue = head.fields.get("expect", "").lower() == "100-continue"
 
     # -- the request body ------------------------------------------------------------------------
@@ -94,7 +104,16 @@ class Exchange:
             await conn.wait_readable(READ_TIMEOUT)
         if self._scanner is not None:
             data = conn.take()
-            used = self._scanner.feed(data)
+            payload: list[bytes] = []
+            try:
+                used = self._scanner.feed(data, payload)
+            except HttpError as exc:
+                self.close_after = True
+                raise StatusError(400, f"mkpolicy sidecar: {exc.message}") from None
+            self._payload += sum(len(p) for p in payload)
+            if self._payload > conn.limits.max_body_bytes:
+                self.close_after = True
+                raise StatusError(413, f"mkpolicy sidecar: the request body exceeds {conn.limits.max_body_bytes} bytes")
             if used < len(data):  # the next request (pipelined): back to the buffer
                 conn.buffer[:0] = data[used:]
                 data = data[:used]
@@ -104,7 +123,8 @@ class Exchange:
         return data
 
     async def read_body(self, limit: int) -> bytes:
-        """The whole request body, decoded from its framing (StatusError 413 above ``limit`` bytes)."""
+        """The whole request body, decoded from its framing (StatusError 413 above ``limit`` or ``maxBodyBytes``)."""
+        limit = min(limit, self.conn.limits.max_body_bytes)
         parts: list[bytes] = []
         size = 0
         if self._scanner is not None:
@@ -136,15 +156,20 @@ class Exchange:
 
     def respond(self, code: int, headers: list[tuple[str, str]], body: bytes, reason: str | None = None) -> None:
         """A whole response with ``body`` (Content-Length set here)."""
+        self.status = code
         head = response_head(code, [*headers, ("Content-Length", str(len(body)))], reason)
         self.send(head + body if len(body) < 65536 else head)
         if len(body) >= 65536:
             self.conn.write(body)
 
     def respond_status(self, exc: StatusError) -> None:
-        """A Kubernetes ``Status`` error answer."""
+        """A Kubernetes ``Status`` error answer (with ``Retry-After`` when its details say when)."""
         body = json.dumps(exc.body()).encode()
-        self.respond(exc.code, [("Content-Type", "application/json")], body)
+        headers = [("Content-Type", "application/json")]
+        retry = (exc.details or {}).get("retryAfterSeconds")
+        if retry is not None:
+            headers.append(("Retry-After", str(retry)))
+        self.respond(exc.code, headers, body)
 
     def streaming(self, wake: Callable[[], None] | None) -> None:
         """Mark a long streamed answer (a watch): shutdown sets ``stopping`` and calls ``wake``."""
@@ -166,16 +191,18 @@ class Exchange:
 class ClientConnection(Connection):
     """One client connection: reads requests one after the other and hands them to the handler.
 
-    The listener's ``fast`` hook may take a request as soon as its head arrives, in the
-    protocol callback, and answer it from callbacks as well (``fast_busy``): the
-    connection's coroutine stays parked meanwhile. The hook hands the exchange back to
-    the coroutine (:meth:`hand_over`) whenever it needs to wait for anything else, and
-    declines requests it does not serve (leaving their parsed head in ``next_head``).
+    Request heads are read by llhttp as their bytes arrive (:meth:`_scan`), in the
+    protocol callback. The listener's ``fast`` hook may then take the request at once
+    and answer it from callbacks as well (``fast_busy``): the connection's coroutine
+    stays parked meanwhile. The hook hands the exchange back to the coroutine
+    (:meth:`hand_over`) whenever it needs to wait for anything else, and declines
+    requests it does not serve (leaving their parsed head in ``next_head``).
     """
 
     def __init__(self, listener: Listener) -> None:
         super().__init__()
         self.listener = listener
+        self.limits = listener.limits
         #: No exchange in progress (shutdown closes idle connections at once).
         self.idle = True
         self.exchange: Exchange | None = None
@@ -183,30 +210,67 @@ class ClientConnection(Connection):
         self.fast_busy = False
         #: The rest of an exchange started from callbacks, for the coroutine to finish.
         self.handover: Callable[[], Awaitable[None]] | None = None
-        #: A request head parsed (and taken from the buffer) by the fast hook, which declined it.
+        #: The next request's head, parsed (and taken from the buffer); the fast hook leaves
+        #: here the heads it declines.
         self.next_head: RequestHead | None = None
+        #: Why the next request head cannot be read (answered, then the connection closes).
+        self.head_error: HttpError | None = None
         #: The coroutine waits for a request (the fast hook may take it).
         self.parked = False
         self.last_active = self.loop.time()
+        #: When the request head being read must be whole (None: no head begun).
+        self.head_deadline: float | None = self.last_active + self.limits.head_seconds
+        self._reader: HeadReader | None = None
         self._task: asyncio.Task[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
         self.listener._connections.add(self)
+        self.head_deadline = self.loop.time() + self.limits.head_seconds
         self._task = self.loop.create_task(self._serve())
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
-        self.listener._connections.discard(self)
+        if self in self.listener._connections:
+            self.listener._connections.discard(self)
+            self.listener._count -= 1
+
+    # -- reading request heads ---------------------------------------------------------------------
+    def _scan(self) -> bool:
+        """Read what arrived of the next request head: True when a head (or why it is refused) is ready."""
+        if self.next_head is not None or self.head_error is not None:
+            return True
+        if not self.buffer:
+            return False
+        reader = self._reader
+        if reader is None:
+            reader = self._reader = HeadReader(self.limits.max_head_bytes, self.limits.max_header_fields)
+            if self.head_deadline is None:
+                self.head_deadline = self.loop.time() + self.limits.head_seconds
+        try:
+            end = reader.scan(self.buffer)
+            if end is None:
+                return False
+            head = reader.head()
+        except HttpError as exc:
+            self.head_error = exc
+            self._in_head = False
+            return True
+        self.take(end)
+        self._reader = None
+        self._in_head = False
+        self.head_deadline = None
+        self.next_head = head
+        return True
 
     # -- the fast hook's side --------------------------------------------------------------------
     def _on_data(self) -> None:
         if self.fast_busy:
             return  # the next request (pipelined) waits in the buffer
-        fast = self.listener.fast
-        ready = self.parked and not self.listener.closing and self.buffer.find(b"\r\n\r\n") >= 0
-        if ready and fast is not None and fast(self):
-            return
+        if self.idle and self.exchange is None and self._scan() and self.head_error is None:
+            fast = self.listener.fast
+            if self.parked and not self.listener.closing and fast is not None and fast(self):
+                return
         self.wake()
 
     def fast_started(self, exchange: Exchange) -> None:
@@ -233,24 +297,27 @@ class ClientConnection(Connection):
         self.wake()
 
     # -- the coroutine --------------------------------------------------------------------------
-    async def _park(self, timeout: float | None) -> None:
-        """Wait for news between requests; TimeoutError when idle for ``timeout`` seconds."""
+    async def _park(self, timeout: float) -> None:
+        """Wait for news between requests, ``timeout`` seconds at most."""
         self.parked = True
-        self._in_head = True  # a partial head may exceed HIGH_WATER (MAX_HEAD bounds it)
+        self._in_head = True  # a partial head may exceed HIGH_WATER (maxHeadBytes bounds it)
         if self._read_paused and self.transport is not None:
             self._read_paused = False
             self.transport.resume_reading()
         try:
-            await self.wait_readable(timeout)
+            await self.wait_readable(max(timeout, 0.0))
         except TimeoutError:
-            if self.fast_busy or self.handover is not None or timeout is None:
-                return
-            if self.loop.time() - self.last_active < timeout:
-                return  # answered from callbacks meanwhile: not idle
-            raise
+            pass
         finally:
             self.parked = False
             self._in_head = False
+
+    def _wait_limit(self) -> float:
+        """Seconds left to wait for the next request: the head's deadline, else the idle limit (<= 0: over)."""
+        now = self.loop.time()
+        if self.head_deadline is not None:
+            return self.head_deadline - now
+        return self.last_active + self.limits.idle_seconds - now
 
     async def _serve(self) -> None:
         listener = self.listener
@@ -268,31 +335,30 @@ class ClientConnection(Connection):
                 if self.fast_busy:
                     if self.eof:
                         return  # the answer from callbacks goes nowhere (or out as the connection closes)
-                    await self._park(IDLE_TIMEOUT)
+                    await self._park(self.limits.idle_seconds)
                     continue
                 if listener.closing:
                     return
+                if not self._scan():
+                    left = self._wait_limit()
+                    if self.eof or left <= 0:
+                        return  # a client too slow to send its head is dropped, as Go's ReadHeaderTimeout does
+                    await self._park(left)
+                    continue
+                if self.head_error is not None:
+                    await self._refuse(self.head_error)
+                    return
                 head = self.next_head
-                if head is None:
-                    end = self.buffer.find(b"\r\n\r\n")
-                    if end < 0 or end + 4 > MAX_HEAD:
-                        if end >= 0 or len(self.buffer) > MAX_HEAD:
-                            await self._refuse(HttpError(431, f"request head larger than {MAX_HEAD} bytes"))
-                            return
-                        if self.eof:
-                            return
-                        await self._park(IDLE_TIMEOUT if not self.buffer else READ_TIMEOUT)
-                        continue
-                    if listener.fast is not None and listener.fast(self):
-                        continue
-                    head = self.next_head
-                    if head is None:
-                        try:
-                            head = parse_request_head(self.take(end + 4))
-                        except HttpError as exc:
-                            await self._refuse(exc)
-                            return
+                assert head is not None
+                if listener.fast is not None and listener.fast(self):
+                    continue
+                head = self.next_head
+                if head is None:  # (the hook took it)
+                    continue
                 self.next_head = None
+                if head.framing == "length" and head.length > self.limits.max_body_bytes:
+                    await self._refuse(HttpError(413, f"the request body exceeds {self.limits.max_body_bytes} bytes"))
+                    return
                 self.idle = False
                 exchange = self.exchange = Exchange(self, head)
                 try:
@@ -313,6 +379,8 @@ class ClientConnection(Connection):
     async def _after(self, exchange: Exchange) -> bool:
         """After an exchange: whether the connection carries another request."""
         self.last_active = self.loop.time()
+        if exchange.status == 401:
+            exchange.close_after = True  # an unauthenticated client holds nothing between requests
         if not exchange.complete or not self.writable:
             self.abort()  # the client must see the answer broken off
             return False
@@ -341,36 +409,132 @@ class ClientConnection(Connection):
         )
         self.write(head + body)
         # Closing with unread bytes would reset the connection and could lose the answer:
-        # drop what the client still sends until it pauses (a lingering close, bounded).
+        # drop what the client still sends until it pauses (a lingering close, bounded in
+        # time and bytes: a client that goes on sending is cut).
         deadline = self.loop.time() + LINGER
-        while not self.eof and self.loop.time() < deadline:
-            self.buffer.clear()
+        dropped = 0
+        while not self.eof and self.loop.time() < deadline and dropped <= LINGER_BYTES:
+            dropped += len(self.take())
             try:
                 await self.wait_readable(0.1)
             except TimeoutError:
                 break
 
 
+def small_tls_buffers() -> None:
+    """Give asyncio's TLS connections a receive buffer of one TLS record instead of 256 KiB.
+
+    asyncio's ``SSLProtocol`` (``Lib/asyncio/sslproto.py``) allocates a zero-filled
+    (so resident) ``max_size`` buffer, 256 KiB, for every TLS connection and reads that
+    much at a time: 600 idle connections held 160 MiB. A TLS record carries at most
+    16 KiB, so reading 64 KiB at a time costs nothing in throughput. Only the class
+    default is changed, and only when it is the value this was measured against.
+    """
+    from asyncio import sslproto
+
+    if getattr(sslproto.SSLProtocol, "max_size", None) == 256 * 1024:
+        sslproto.SSLProtocol.max_size = TLS_READ_SIZE
+
+
+#: Bytes read from a TLS connection at a time (see :func:`small_tls_buffers`).
+TLS_READ_SIZE = 64 * 1024
+
+
 class Listener:
     """The TLS listener of one worker endpoint."""
 
-    def __init__(self, handler: Handler, ssl_context: ssl.SSLContext | None, fast: FastHook | None = None) -> None:
+    def __init__(
+        self,
+        handler: Handler,
+        ssl_context: ssl.SSLContext | None,
+        fast: FastHook | None = None,
+        limits: Limits | None = None,
+    ) -> None:
         self.handler = handler
         self.fast = fast
         self.ssl_context = ssl_context
+        self.limits = limits or Limits()
         self.closing = False
-        self._server: asyncio.Server | None = None
+        #: Client connections refused because ``maxConnections`` were open.
+        self.refused = 0
+        self._socks: list[socket.socket] = []
+        self._accepting: list[asyncio.Task[None]] = []
+        self._handshakes: set[asyncio.Task[None]] = set()
         self._connections: set[ClientConnection] = set()
+        #: Connections counted against the limit: handshaking or open.
+        self._count = 0
         self._streams: set[Exchange] = set()
 
     async def start(self, host: str, port: int) -> int:
-        """Listen on ``host:port`` (0: an ephemeral port); returns the bound port."""
+        """Listen on ``host:port`` (0: an ephemeral port) at every address it resolves to; returns the bound port."""
+        small_tls_buffers()
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: ClientConnection(self), host, port, ssl=self.ssl_context, reuse_address=True, backlog=256
-        )
-        sockets = self._server.sockets
-        return int(sockets[0].getsockname()[1]) if sockets else 0
+        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        seen: set[tuple[int, object]] = set()
+        try:
+            for family, kind, proto, _, address in infos:
+                if (family, address[0]) in seen:
+                    continue
+                seen.add((family, address[0]))
+                sock = socket.socket(family, kind, proto)
+                self._socks.append(sock)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                sock.bind((address[0], port, *address[2:]))
+                sock.listen(256)
+                sock.setblocking(False)
+                port = sock.getsockname()[1]  # the others bind the same (ephemeral) port
+        except OSError:
+            for sock in self._socks:
+                sock.close()
+            self._socks = []
+            raise
+        for sock in self._socks:
+            self._accepting.append(loop.create_task(self._accept(sock), name=f"accept-{port}"))
+        return port
+
+    async def _accept(self, sock: socket.socket) -> None:
+        """Accept connections; those above the limit are closed before any TLS work."""
+        loop = asyncio.get_running_loop()
+        while not self.closing:
+            try:
+                client, _ = await loop.sock_accept(sock)
+            except OSError as exc:  # out of file descriptors: wait for some to be released
+                log.warning("accept failed: %s", exc)
+                await asyncio.sleep(0.1)
+                continue
+            if self._count >= self.limits.max_connections:
+                self.refused += 1
+                with contextlib.suppress(OSError):  # a reset, not a lingering close: nothing is kept
+                    client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                client.close()
+                continue
+            self._count += 1
+            task = loop.create_task(self._handshake(client))
+            self._handshakes.add(task)
+            task.add_done_callback(self._handshakes.discard)
+
+    async def _handshake(self, client: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        made: list[ClientConnection] = []
+
+        def protocol() -> ClientConnection:
+            made.append(ClientConnection(self))
+            return made[0]
+
+        try:
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.ssl_context is None:
+                await loop.connect_accepted_socket(protocol, client)
+            else:
+                await loop.connect_accepted_socket(
+                    protocol, client, ssl=self.ssl_context, ssl_handshake_timeout=self.limits.handshake_seconds
+                )
+        except BaseException:  # a failed or timed-out handshake (or shutdown): nothing was made
+            if not made or made[0] not in self._connections:
+                self._count -= 1
+            client.close()
 
     @property
     def connections(self) -> int:
@@ -380,8 +544,15 @@ class Listener:
     async def close(self, grace: float) -> None:
         """Stop listening, end watches cleanly, drain requests in flight (at most ``grace`` seconds)."""
         self.closing = True
-        if self._server is not None:
-            self._server.close()
+        for task in self._accepting:
+            task.cancel()
+        await asyncio.gather(*self._accepting, return_exceptions=True)
+        self._accepting = []
+        for sock in self._socks:
+            sock.close()
+        self._socks = []
+        for task in list(self._handshakes):
+            task.cancel()
         for stream in list(self._streams):
             stream.stop_stream()
         deadline = time.monotonic() + grace
@@ -400,7 +571,3 @@ class Listener:
             task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.gather(*tasks, return_exceptions=True)
-        if self._server is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 1.0)
-            self._server = None

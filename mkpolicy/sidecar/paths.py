@@ -1,10 +1,20 @@
-"""Kubernetes REST paths: which resource, namespace, object and verb a request is for."""
+"""Kubernetes REST paths: which resource, namespace, object and verb a request is for.
+
+Decoded as kube-apiserver decodes them (:mod:`mkpolicy.kube.target`): percent-decoding
+first, then splitting, the verb from ``NewRequestInfo``'s rules. A path that a component
+splitting before decoding would read differently (an encoded ``/``, ``.``/``..`` or empty
+segments) never gets here: the listener refuses it with a 400
+(:func:`mkpolicy.sidecar.http1.parse_request_head`).
+"""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from urllib.parse import unquote
+
+from mkpolicy.kube.target import RequestTarget, TargetError, request_info
+from mkpolicy.kube.target import parse_target as decode_target
 
 
 @dataclass(frozen=True)
@@ -22,45 +32,46 @@ class Target:
     name: str | None
     subresource: str | None
     verb: str
+    #: The ``dryRun`` values (Go's ``url.ParseQuery``: every value, in order).
+    dry_run: tuple[str, ...] = ()
+    #: The ``fieldManager`` (the first value, as apimachinery converts a string parameter).
+    field_manager: str | None = None
 
 
-_VERBS_ON_OBJECT = {"GET": "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
-_VERBS_ON_COLLECTION = {"GET": "list", "POST": "create", "DELETE": "deletecollection"}
+@functools.lru_cache(maxsize=4096)
+def target_of(method: str, decoded: RequestTarget) -> Target | None:
+    """The resource a decoded request target addresses, or None for discovery and other paths.
+
+    Cached: clients repeat the same requests (GETs of the same objects, list and watch loops).
+    """
+    query = decoded.query
+    info = request_info(method, decoded.parts, query.get("watch"))
+    if not info.is_resource or not info.resource:
+        return None
+    # a Namespace itself (/api/v1/namespaces/<name>[/status]) is cluster-scoped
+    namespace = info.namespace if info.namespace and info.resource != "namespaces" else None
+    managers = query.get("fieldManager")
+    return Target(
+        info.group,
+        info.version,
+        info.resource,
+        namespace,
+        info.name or None,
+        info.subresource or None,
+        info.verb or method.lower(),
+        tuple(query.get("dryRun", ())),
+        managers[0] if managers else None,
+    )
 
 
 def parse_target(method: str, path: str, query: Mapping[str, str]) -> Target | None:
-    """The resource a request addresses, or None for discovery, version and other paths.
+    """The resource a raw request path addresses, or None for discovery, version and other paths.
 
-    Handles ``/api/v1/...`` and ``/apis/{group}/{version}/...``, namespaced and cluster
-    paths, subresources, ``?watch=true`` and the legacy ``/watch/`` prefix.
+    ``query``: the parameters (one value each). ValueError (:class:`TargetError`) for a
+    path Go's server refuses.
     """
-    parts = [unquote(p) for p in path.split("/") if p]
-    if len(parts) >= 2 and parts[0] == "api":
-        group, version, rest = "", parts[1], parts[2:]
-    elif len(parts) >= 3 and parts[0] == "apis":
-        group, version, rest = parts[1], parts[2], parts[3:]
-    else:
-        return None
-    legacy_watch = bool(rest) and rest[0] == "watch"
-    if legacy_watch:
-        rest = rest[1:]
-    namespace: str | None = None
-    if len(rest) >= 3 and rest[0] == "namespaces":
-        namespace, rest = rest[1], rest[2:]
-    elif len(rest) in (1, 2) and rest[0] == "namespaces":
-        # the namespaces resource itself (/api/v1/namespaces[/name])
-        pass
-    if not rest or len(rest) > 3:
-        return None
-    resource = rest[0]
-    name = rest[1] if len(rest) >= 2 else None
-    subresource = rest[2] if len(rest) == 3 else None
-    watching = legacy_watch or query.get("watch", "").lower() in ("true", "1")
-    method = method.upper()
-    if watching and method == "GET":
-        verb = "watch"
-    elif name is None:
-        verb = _VERBS_ON_COLLECTION.get(method, method.lower())
-    else:
-        verb = _VERBS_ON_OBJECT.get(method, method.lower())
-    return Target(group, version, resource, namespace, name, subresource, verb)
+    raw_query = "&".join(f"{k}={v}" if v else k for k, v in query.items())
+    return target_of(method, decode_target(f"{path}?{raw_query}" if raw_query else path))
+
+
+__all__ = ["Target", "TargetError", "decode_target", "parse_target", "target_of"]

@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from mkpolicy.engine import Adapter, compile
-from mkpolicy.errors import MkpolicyError, PolicyError
+from mkpolicy.check import CheckError, load_checked
+from mkpolicy.engine import Adapter
+from mkpolicy.errors import MkpolicyError
 from mkpolicy.kube.client import ApiError, ResourceInfo
-from mkpolicy.policy import GVK, load
+from mkpolicy.policy import GVK
 from mkpolicy.policy.kueue import generic_adapter_gap
 from mkpolicy.sidecar.logs import fields
 from mkpolicy.sidecar.metrics import Metrics
@@ -99,18 +100,12 @@ def fingerprint(directory: str) -> str:
 
 
 def compile_directory(directory: str) -> list[Adapter]:
-    """Load and compile every policy under ``directory``; ReloadError says what failed."""
+    """Load, check and compile every policy under ``directory`` with the checker ``mkpolicy
+    lint`` and ``validate`` use (:mod:`mkpolicy.check`); ReloadError lists every error."""
     try:
-        policies = load(directory)
-    except PolicyError as exc:
-        raise ReloadError("load", "\n".join(p.report() for p in exc.problems)) from None
-    adapters = []
-    for policy in policies:
-        try:
-            adapters.append(compile(policy))
-        except MkpolicyError as exc:
-            raise ReloadError("compile", exc.report()) from None
-    return adapters
+        return load_checked([directory])
+    except CheckError as exc:
+        raise ReloadError(exc.stage, exc.report()) from None
 
 
 def split_wire(adapters: Iterable[Adapter]) -> tuple[list[Adapter], list[tuple[Adapter, str]]]:

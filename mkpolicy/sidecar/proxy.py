@@ -22,15 +22,14 @@ policy set is active (it is not known yet which kinds are policy kinds).
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
-from urllib.parse import unquote_plus
 
 import aiohttp
 
+from mkpolicy.jsonvalues import dumps_kube, loads_kube
 from mkpolicy.kube.client import ApiError
 from mkpolicy.sidecar.endpoints import Credentials
 from mkpolicy.sidecar.forward import Forwarder
@@ -38,7 +37,7 @@ from mkpolicy.sidecar.http1 import RequestHead
 from mkpolicy.sidecar.listener import READ_TIMEOUT, Exchange
 from mkpolicy.sidecar.logs import fields
 from mkpolicy.sidecar.metrics import Metrics
-from mkpolicy.sidecar.paths import Target, parse_target
+from mkpolicy.sidecar.paths import Target, decode_target, target_of
 from mkpolicy.sidecar.policies import Entry, PolicySet
 from mkpolicy.sidecar.relay import describe, ref, relay_error, respond_json
 from mkpolicy.sidecar.status import StatusError
@@ -82,17 +81,6 @@ class Hub(Protocol):
 
     async def offload(self, key: object, fn: Callable[..., T], *args: Any, items: int = 1) -> T:
         """Run policy work on ``items`` objects for the adapter ``key`` (off the event loop unless proven fast)."""
-
-
-def _watch_query(query: str) -> dict[str, str]:
-    """The ``watch`` parameter of a query string (the only one routing needs), first value wins."""
-    if "watch" not in query:
-        return {}
-    for part in query.split("&"):
-        key, _, value = part.partition("=")
-        if unquote_plus(key) == "watch":
-            return {"watch": unquote_plus(value)}
-    return {}
 
 
 def wants_object(head: RequestHead) -> bool:
@@ -156,8 +144,7 @@ class WorkerEndpoint:
     @staticmethod
     def target_of(head: RequestHead) -> Target | None:
         """The resource and verb a request addresses (None: discovery and other non-resource paths)."""
-        path, _, query = head.target.partition("?")
-        return parse_target(head.method, path, _watch_query(query))
+        return target_of(head.method, head.decoded if head.decoded is not None else decode_target(head.target))
 
     def route(self, head: RequestHead, target: Target | None) -> Entry | None:
         """The policy that transforms a request (None: pass-through); StatusError when it is refused."""
@@ -249,7 +236,7 @@ class WorkerEndpoint:
         if ctype != "application/json":
             raise StatusError(415, f"mkpolicy sidecar: expected an application/json body for {gvk.kind}; found {ctype}")
         try:
-            body = json.loads(await exchange.read_body(MAX_BODY))
+            body = loads_kube(await exchange.read_body(MAX_BODY))
         except ValueError as exc:
             raise StatusError(400, f"mkpolicy sidecar: the body is not JSON: {exc}") from None
         except RecursionError:
@@ -283,7 +270,10 @@ class WorkerEndpoint:
                 details={"name": name, "group": gvk.group, "kind": entry.info.resource},
             )
         worker = await self._timed(entry, "create", worker_copy, entry.adapter, manager, body, self.cluster)
-        data = json.dumps(worker, separators=(",", ":")).encode()
+        try:
+            data = dumps_kube(worker)
+        except ValueError as exc:  # NaN or an infinity from the policy's arithmetic
+            raise StatusError(500, f"mkpolicy sidecar: the worker copy cannot be written as JSON: {exc}") from None
         out = self.upstream.head(
             "POST",
             head.target,
@@ -317,7 +307,7 @@ class WorkerEndpoint:
             relay_error(exchange, resp, raw)
             return int(resp.status)
         try:
-            doc = json.loads(raw)
+            doc = loads_kube(raw)
         except (ValueError, RecursionError):
             raise StatusError(
                 502, f"mkpolicy sidecar: worker {self.cluster} sent a body that is not JSON (or nests too deeply)"

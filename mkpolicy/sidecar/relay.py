@@ -19,9 +19,9 @@ the break instead of a shortened body.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from mkpolicy.jsonvalues import dumps_kube
 from mkpolicy.sidecar.http1 import (
     LAST_CHUNK,
     ChunkedScanner,
@@ -30,6 +30,7 @@ from mkpolicy.sidecar.http1 import (
     without_hop_by_hop,
 )
 from mkpolicy.sidecar.listener import READ_TIMEOUT, Exchange
+from mkpolicy.sidecar.status import StatusError
 from mkpolicy.sidecar.upstream import UpstreamError, WorkerConnection
 
 #: Headers of a worker response not copied onto a re-encoded (transformed) body.
@@ -140,45 +141,107 @@ async def splice(exchange: Exchange, conn: WorkerConnection, resp: ResponseHead,
         client.on_lost = None
 
 
-async def read_answer(conn: WorkerConnection, resp: ResponseHead, timeout: float | None = READ_TIMEOUT) -> bytes:
+class AnswerBudget:
+    """Bytes of worker answers held whole at once (to be rewritten), shared by every endpoint."""
+
+    def __init__(self) -> None:
+        self.used = 0
+
+    def take(self, size: int, limit: int) -> bool:
+        """Hold ``size`` more bytes if that stays within ``limit``."""
+        if self.used + size > limit:
+            return False
+        self.used += size
+        return True
+
+    def give(self, size: int) -> None:
+        """Release ``size`` bytes."""
+        self.used -= size
+
+
+#: The process's budget (``limits.answerBudgetBytes`` bounds it).
+ANSWERS = AnswerBudget()
+
+
+class AnswerTooLarge(Exception):
+    """An answer exceeds what may be held whole (``busy``: the shared budget, not its own size)."""
+
+    def __init__(self, message: str, busy: bool) -> None:
+        super().__init__(message)
+        self.busy = busy
+
+
+async def read_answer(
+    conn: WorkerConnection,
+    resp: ResponseHead,
+    timeout: float | None = READ_TIMEOUT,
+    limit: int | None = None,
+    budget: int | None = None,
+) -> bytes:
     """The whole body of the worker's answer, decoded from its framing.
 
     UpstreamError (read, timeout) when the worker breaks off; HttpError (502) when the
-    framing is broken.
+    framing is broken; AnswerTooLarge above ``limit`` bytes, or when holding it would
+    take :data:`ANSWERS` over ``budget``.
     """
     framing = resp.framing
     if framing == "none":
         return b""
+    if limit is not None and framing == "length" and resp.length > limit:
+        raise AnswerTooLarge(f"the answer has {resp.length} bytes; at most {limit} are rewritten", busy=False)
+    held = 0
+
+    def hold(total: int) -> None:
+        nonlocal held
+        if limit is not None and total > limit:
+            raise AnswerTooLarge(f"the answer exceeds {limit} bytes; at most that much is rewritten", busy=False)
+        if budget is not None and total > held:
+            if not ANSWERS.take(total - held, budget):
+                raise AnswerTooLarge(f"answers being rewritten hold {ANSWERS.used} bytes already", busy=True)
+            held = total
+
     parts: list[bytes] = []
     scanner = ChunkedScanner() if framing == "chunked" else None
     left = resp.length if framing == "length" else -1
-    while True:
-        if scanner is not None:
-            data = conn.take()
+    size = 0
+    try:
+        if framing == "length":
+            hold(resp.length)
+        while True:
+            if scanner is not None:
+                data = conn.take()
+                try:
+                    used = scanner.feed(data, parts)
+                except HttpError as exc:
+                    raise HttpError(502, f"broken chunked answer: {exc.message}") from None
+                if used < len(data):
+                    conn.buffer[:0] = data[used:]  # not ours: the connection is not reused (see release)
+                size += used
+                hold(size)
+                if scanner.done:
+                    return b"".join(parts)
+            elif left >= 0:
+                data = conn.take(left)
+                parts.append(data)
+                left -= len(data)
+                if not left:
+                    return b"".join(parts)
+            else:
+                data = conn.take()
+                size += len(data)
+                hold(size)
+                parts.append(data)
+            if conn.eof and not conn.buffer:
+                if framing == "close":
+                    return b"".join(parts)
+                raise UpstreamError("read", "the connection closed inside the answer")
             try:
-                used = scanner.feed(data, parts)
-            except HttpError as exc:
-                raise HttpError(502, f"broken chunked answer: {exc.message}") from None
-            if used < len(data):
-                conn.buffer[:0] = data[used:]  # not ours: the connection is not reused (see release)
-            if scanner.done:
-                return b"".join(parts)
-        elif left >= 0:
-            data = conn.take(left)
-            parts.append(data)
-            left -= len(data)
-            if not left:
-                return b"".join(parts)
-        else:
-            parts.append(conn.take())
-        if conn.eof and not conn.buffer:
-            if framing == "close":
-                return b"".join(parts)
-            raise UpstreamError("read", "the connection closed inside the answer")
-        try:
-            await conn.wait_readable(timeout)
-        except TimeoutError:
-            raise UpstreamError("timeout", f"no byte of the answer within {timeout:.0f}s") from None
+                await conn.wait_readable(timeout)
+            except TimeoutError:
+                raise UpstreamError("timeout", f"no byte of the answer within {timeout:.0f}s") from None
+    finally:
+        if held:
+            ANSWERS.give(held)
 
 
 def ref(namespace: str | None, name: str) -> str:
@@ -203,7 +266,15 @@ def relay_error(exchange: Exchange, resp: ResponseHead, body: bytes) -> None:
 
 
 def respond_json(exchange: Exchange, resp: ResponseHead, doc: Any) -> None:
-    """A worker's answer with a re-encoded JSON body ``doc``."""
+    """A worker's answer with a re-encoded JSON body ``doc``.
+
+    StatusError 500 when ``doc`` holds a number JSON cannot carry (NaN, an infinity: a
+    policy's arithmetic), which is never written as ``NaN``/``Infinity``.
+    """
+    try:
+        body = dumps_kube(doc)
+    except ValueError as exc:
+        raise StatusError(500, f"mkpolicy sidecar: the rewritten object cannot be written as JSON: {exc}") from None
     headers = [(k, v) for k, v in resp.headers if k.lower() not in REENCODED]
     headers.append(("Content-Type", "application/json"))
-    exchange.respond(resp.status, headers, json.dumps(doc, separators=(",", ":")).encode(), resp.reason)
+    exchange.respond(resp.status, headers, body, resp.reason)

@@ -202,7 +202,7 @@ class Sidecar:
         cfg = self.config
         self._manager = KubeClient(self._manager_config or manager_rest_config(cfg), user_agent="mkpolicy-sidecar")
         for worker in cfg.workers:
-            self._upstreams[worker.name] = Upstream(worker.name, await self._worker_rest(worker))
+            self._upstreams[worker.name] = Upstream(worker.name, await self._worker_rest(worker), cfg.limits)
         await self._start_ops()
         try:
             await self._store.reload(force=True)
@@ -234,7 +234,7 @@ class Sidecar:
 
     async def _start_endpoint(self, worker: Worker, port: int) -> None:
         endpoint = WorkerEndpoint(self, self._upstreams[worker.name])
-        listener = Listener(endpoint.handle, self.credentials.server_context(), endpoint.fast)
+        listener = Listener(endpoint.handle, self.credentials.server_context(), endpoint.fast, self.config.limits)
         self._ports[worker.name] = await listener.start(self.config.listen.address, port)
         self._listeners.append(listener)
 

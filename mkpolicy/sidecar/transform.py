@@ -1,4 +1,4 @@
-"""The transforms on the wire (DESIGN.md §3), as pure functions on JSON objects.
+"""The transforms on the wire (docs/architecture.md, "The wire"), as pure functions on JSON objects.
 
 * :func:`worker_copy` — a POST of a policy kind: the policy's ``create`` on the
   manager's object, with the context Kueue put in the body it sent.

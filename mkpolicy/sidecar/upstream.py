@@ -5,33 +5,126 @@ ones and its credentials, plus the worker's ``Host`` and credentials); bodies an
 answers pass as bytes, never decompressed or re-encoded, so pass-through stays
 byte-for-byte. Idle connections are kept for reuse (the most recent first) and
 dropped as soon as the worker closes them.
+
+A connection goes back to the pool only when its exchange ended exactly at a message
+boundary: nothing left unread, no informational (1xx) or upgrade answer on the way, no
+byte arriving while it is idle (a late second answer, unsolicited bytes). Anything else
+closes it, so no client ever reads another exchange's answer.
+
+A worker's kubeconfig ``proxy-url`` (an ``http://`` proxy) is honoured as client-go does
+for https servers: a CONNECT tunnel, then TLS to the worker through it.
+
+The client's identity fields (``Impersonate-*``, the front-proxy ``X-Remote-*`` ones) are
+never forwarded: the worker would apply them with the sidecar's credentials.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import socket
 import ssl
 import time
 from collections import deque
 from collections.abc import Callable
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from mkpolicy.kube.rest import RestConfig, TokenSource
+from mkpolicy.sidecar.config import Limits
 from mkpolicy.sidecar.conn import Connection
-from mkpolicy.sidecar.http1 import HOP_BY_HOP, MAX_HEAD, ResponseHead, parse_response_head
+from mkpolicy.sidecar.http1 import HOP_BY_HOP, IDENTITY_PREFIXES, MAX_HEAD, HttpError, ResponseHead, parse_response_head
 
 #: Seconds to connect (TCP and TLS handshake).
 CONNECT_TIMEOUT = 10.0
 #: Idle connections kept per worker, and for how long (seconds).
 MAX_IDLE = 32
 IDLE_SECONDS = 60.0
-#: Connections open to one worker at most (watches included); more requests wait for one.
-MAX_CONNECTIONS = 256
 
 #: Request fields never forwarded: hop-by-hop, the client's credentials, what the sidecar sets itself.
 _DROPPED = HOP_BY_HOP | {"authorization", "host", "expect", "proxy-authorization"}
 #: Also dropped when the sidecar re-encodes the body (it sets them itself).
 _DROPPED_REENCODED = _DROPPED | {"content-length", "transfer-encoding", "content-type", "accept", "accept-encoding"}
+
+
+class Proxy:
+    """An HTTP proxy the worker is reached through: a CONNECT tunnel, as client-go's transport opens one.
+
+    Go's ``net/http`` Transport (``transport.go``, ``dialConn``) sends ``CONNECT host:port``
+    with ``Proxy-Authorization: Basic`` from the proxy URL's user information, expects a
+    2xx answer, then speaks TLS to the worker through the tunnel.
+    """
+
+    def __init__(self, host: str, port: int, target: str, authorization: str | None) -> None:
+        self.host = host
+        self.port = port
+        #: ``host:port`` of the worker (IPv6 in brackets), the CONNECT request target.
+        self.target = target
+        self.authorization = authorization
+
+    def request(self) -> bytes:
+        """The CONNECT request head."""
+        lines = [f"CONNECT {self.target} HTTP/1.1", f"Host: {self.target}"]
+        if self.authorization:
+            lines.append(f"Proxy-Authorization: {self.authorization}")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+    async def tunnel(self) -> socket.socket:
+        """A connected socket through which the worker is reached. OSError when the proxy refuses."""
+        loop = asyncio.get_running_loop()
+        infos = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+        family, kind, proto, _, address = infos[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setblocking(False)
+        try:
+            await loop.sock_connect(sock, address)
+            await loop.sock_sendall(sock, self.request())
+            raw = b""
+            while b"\r\n\r\n" not in raw:  # the proxy sends nothing after its answer before we speak
+                data = await loop.sock_recv(sock, 4096)
+                if not data:
+                    raise ConnectionResetError(f"proxy {self.host}:{self.port} closed the connection")
+                raw += data
+                if len(raw) > MAX_HEAD:
+                    raise ConnectionError(f"proxy {self.host}:{self.port} sent an answer head over {MAX_HEAD} bytes")
+            if not raw.endswith(b"\r\n\r\n"):
+                raise ConnectionError(f"proxy {self.host}:{self.port} sent bytes after its answer to CONNECT")
+            try:
+                resp = parse_response_head(raw, "CONNECT")
+            except HttpError as exc:
+                raise ConnectionError(f"proxy {self.host}:{self.port}: {exc.message}") from None
+            if not 200 <= resp.status < 300:
+                raise ConnectionError(
+                    f"proxy {self.host}:{self.port} refused CONNECT {self.target}: {resp.status} {resp.reason}".rstrip()
+                )
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+
+def _proxy(name: str, config: RestConfig, host: str, port: int) -> Proxy | None:
+    """The proxy of ``config`` (its ``proxy-url``), None without one. ValueError for one it cannot use."""
+    if not config.proxy_url:
+        return None
+    url = urlsplit(config.proxy_url)
+    if url.scheme != "http" or not url.hostname:
+        raise ValueError(
+            f"worker {name}: proxy-url {config.proxy_url!r}: expected an http:// proxy (CONNECT tunnel); "
+            "https:// and socks5:// proxies are not supported by the sidecar"
+        )
+    if not config.uses_tls:
+        raise ValueError(f"worker {name}: proxy-url is honoured for https servers only; found {config.server!r}")
+    authorization = None
+    if url.username is not None:
+        secret = f"{unquote(url.username)}:{unquote(url.password or '')}"
+        authorization = "Basic " + base64.b64encode(secret.encode()).decode("ascii")
+    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return Proxy(url.hostname, url.port or 80, target, authorization)
+
+
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_exception(TimeoutError())
 
 
 class UpstreamError(Exception):
@@ -55,6 +148,17 @@ class WorkerConnection(Connection):
         self.generation = pool.generation
         #: Called on news (bytes, EOF, loss) instead of waking a coroutine, while set.
         self.on_event: Callable[[], None] | None = None
+        #: In the idle pool (a byte arriving now poisons it: it is closed at once).
+        self.pooled = False
+        #: An informational (1xx) or upgrade answer came on it: never reused.
+        self.tainted = False
+
+    def _on_data(self) -> None:
+        if self.pooled:  # unsolicited bytes (a late answer, garbage): nobody may read them
+            self.pooled = False
+            self.abort()
+            return
+        super()._on_data()
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
@@ -83,15 +187,19 @@ class WorkerConnection(Connection):
             if raw is None:
                 raise UpstreamError("read", "the connection closed before an answer")
             head = parse_response_head(raw, method)
-            if head.status >= 200 or head.status == 101:
+            if head.status >= 200:
                 return head
+            self.tainted = True  # what else it sent before its answer is not the next client's
+            if head.status == 101:  # the sidecar never asks for an upgrade
+                raise HttpError(502, "the worker switched protocols (101) on a request that did not ask for it")
 
 
 class Upstream:
     """A pool of HTTP/1.1 connections to one worker, authenticating as its kubeconfig says."""
 
-    def __init__(self, name: str, config: RestConfig) -> None:
+    def __init__(self, name: str, config: RestConfig, limits: Limits | None = None) -> None:
         self.name = name
+        self.limits = limits or Limits()
         #: Bumped by :meth:`update_config`; connections of an older one are not reused.
         self.generation = 0
         self._configure(config)
@@ -118,6 +226,7 @@ class Upstream:
         #: A path prefix of the server URL (kept before every request path).
         self.prefix = url.path.rstrip("/")
         self.server_hostname = (config.tls_server_name or self.host) if context is not None else None
+        self.proxy = _proxy(self.name, config, self.host, self.port)
 
     def update_config(self, config: RestConfig) -> None:
         """The worker's kubeconfig changed (a rotated token or CA, another server).
@@ -152,7 +261,11 @@ class Upstream:
         if connection:
             dropped = dropped | {t.strip().lower() for v in connection for t in v.split(",")}
         lines = [f"{method} {self.prefix}{target} HTTP/1.1", f"Host: {self.authority}"]
-        lines.extend(f"{name}: {value}" for name, value in headers if name.lower() not in dropped)
+        lines.extend(
+            f"{name}: {value}"
+            for name, value in headers
+            if name.lower() not in dropped and not name.lower().startswith(IDENTITY_PREFIXES)
+        )
         token = self._tokens.token()
         if token:
             lines.append(f"Authorization: Bearer {token}")
@@ -168,7 +281,8 @@ class Upstream:
         now = time.monotonic()
         while self._idle:
             conn = self._idle.pop()
-            if not conn.eof and now - conn.idle_since < IDLE_SECONDS:
+            conn.pooled = False
+            if not conn.eof and not conn.lost and not conn.buffer and now - conn.idle_since < IDLE_SECONDS:
                 return conn
             conn.abort()
         return None
@@ -176,22 +290,35 @@ class Upstream:
     async def acquire(self, *, fresh: bool = False) -> WorkerConnection:
         """A connection: the most recently used idle one (unless ``fresh``), else a new one.
 
-        UpstreamError (connect or timeout) when the worker cannot be reached.
+        UpstreamError (connect or timeout) when the worker cannot be reached, or no
+        connection is free within ``workerWaitSeconds`` (all taken by watches and requests).
         """
         if not fresh:
             idle = self.take_idle()
             if idle is not None:
                 return idle
-        while len(self.connections) + self._connecting >= MAX_CONNECTIONS:
-            waiter = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.limits.worker_wait_seconds
+        while len(self.connections) + self._connecting >= self.limits.max_worker_connections:
+            waiter = loop.create_future()
             self._waiting.append(waiter)
+            timer = loop.call_at(deadline, _expire, waiter)
             try:
                 await waiter
+            except TimeoutError:
+                raise UpstreamError(
+                    "timeout",
+                    f"all {self.limits.max_worker_connections} connections to the worker stayed busy for "
+                    f"{self.limits.worker_wait_seconds:.0f}s",
+                ) from None
             finally:
+                timer.cancel()
                 if waiter in self._waiting:
                     self._waiting.remove(waiter)
-            if not fresh and self._idle:
-                return await self.acquire()
+            if not fresh:
+                idle = self.take_idle()
+                if idle is not None:
+                    return idle
         self._connecting += 1
         try:
             return await self._connect()
@@ -203,13 +330,19 @@ class Upstream:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(CONNECT_TIMEOUT):
-                _, conn = await loop.create_connection(
-                    lambda: WorkerConnection(self),
-                    self.host,
-                    self.port,
-                    ssl=self._ssl,
-                    server_hostname=self.server_hostname,
-                )
+                if self.proxy is None:
+                    _, conn = await loop.create_connection(
+                        lambda: WorkerConnection(self),
+                        self.host,
+                        self.port,
+                        ssl=self._ssl,
+                        server_hostname=self.server_hostname,
+                    )
+                else:
+                    sock = await self.proxy.tunnel()
+                    _, conn = await loop.create_connection(
+                        lambda: WorkerConnection(self), sock=sock, ssl=self._ssl, server_hostname=self.server_hostname
+                    )
         except TimeoutError:
             raise UpstreamError("timeout", f"no connection within {CONNECT_TIMEOUT:.0f}s") from None
         except (OSError, ssl.SSLError) as exc:
@@ -224,6 +357,7 @@ class Upstream:
         """Give a connection back: kept idle when ``reusable`` (its exchange complete), else closed."""
         if (
             reusable
+            and not conn.tainted
             and not conn.eof
             and not conn.buffer
             and not self._closed
@@ -231,6 +365,7 @@ class Upstream:
             and len(self._idle) < MAX_IDLE
         ):
             conn.idle_since = time.monotonic()
+            conn.pooled = True
             self._idle.append(conn)
             self._wake_one()
         elif not conn.lost:

@@ -1,4 +1,4 @@
-"""Test support shipped with mkpolicy: the loopback Kubernetes API server (DESIGN.md §5).
+"""Test support shipped with mkpolicy: the loopback Kubernetes API server (docs/apiserver.md).
 
 ``mkpolicy.testing.ApiServer`` is :class:`mkpolicy.testing.apiserver.ApiServer`;
 pytest fixtures live in :mod:`mkpolicy.testing.fixtures`, and real clusters as an opt-in

@@ -20,7 +20,7 @@ in a few milliseconds once the bundled CRDs are parsed, which happens once per p
     the namespace a test works in on the ``apiserver`` fixture: ``default`` on the
     loopback server, the namespace created for the test on a real cluster.
 
-Real clusters (DESIGN.md §5, :mod:`mkpolicy.testing.targets`): when
+Real clusters (docs/testing.md, :mod:`mkpolicy.testing.targets`): when
 ``MKPOLICY_E2E_MANAGER_KUBECONFIG`` (and optionally both ``MKPOLICY_E2E_WORKER1_KUBECONFIG``
 and ``MKPOLICY_E2E_WORKER2_KUBECONFIG``) are set, ``apiserver`` is the manager cluster
 and ``multikueue_clusters`` the three clusters, as

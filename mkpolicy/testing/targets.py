@@ -1,4 +1,4 @@
-"""Cluster targets for the end-to-end tests: the loopback API server, or real clusters (DESIGN.md §5).
+"""Cluster targets for the end-to-end tests: the loopback API server, or real clusters (docs/testing.md).
 
 By default every end-to-end test runs against :class:`~mkpolicy.testing.apiserver.ApiServer`
 instances started in the test process. When kubeconfigs are given in the environment, the

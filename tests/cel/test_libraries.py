@@ -224,6 +224,20 @@ FORMAT = [
     ("format.datetime().validate('2021-01-01T00:00:00Z').hasValue()", False),
     ("format.named('dns1123Label').hasValue()", True),
     ("format.named('nope').hasValue()", False),
+    # Kubernetes' format library has portName (validation.IsValidPortName, its messages).
+    ("format.named('portName').hasValue()", True),
+    ("format.portName().validate('http-alt').hasValue()", False),
+    (
+        "format.portName().validate('-HTTP--1234567890-').value()",
+        [
+            "must be no more than 15 characters",
+            "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)",
+            "must contain at least one letter (a-z)",
+            "must not contain consecutive hyphens",
+            "must not begin or end with a hyphen",
+        ],
+    ),
+    ("format.portName().validate('8080').value()", ["must contain at least one letter (a-z)"]),
     ("format.named('labelValue').value().validate('ok').hasValue()", False),
     (
         "format.dns1123Label().validate('x_y').value()",
@@ -283,6 +297,10 @@ OPTIONAL = [
     ("optional.ofNonZeroValue('').hasValue()", False),
     ("optional.ofNonZeroValue(0).hasValue()", False),
     ("optional.ofNonZeroValue([1]).hasValue()", True),
+    # cel-go: a timestamp is zero when Go's time.IsZero() says so (0001-01-01T00:00:00Z), not at the epoch.
+    ("optional.ofNonZeroValue(timestamp('0001-01-01T00:00:00Z')).hasValue()", False),
+    ("optional.ofNonZeroValue(timestamp('1970-01-01T00:00:00Z')).hasValue()", True),
+    ("optional.ofNonZeroValue(duration('0s')).hasValue()", False),
     ("optional.none().or(optional.of(3)).value()", 3),
     ("{'a': {'b': 1}}.?a.?b.orValue(0)", 1),
     ("{'a': {}}.?a.?b.orValue(0)", 0),

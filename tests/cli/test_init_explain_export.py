@@ -11,6 +11,7 @@ import yaml
 from syrupy.assertion import SnapshotAssertion
 
 from mkpolicy.cli.main import main
+from mkpolicy.sidecar.policies import compile_directory
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "lint" / "corpus"
@@ -109,9 +110,21 @@ def test_init_scaffolds_what_lint_and_test_accept(
         f"created policies/{name}.test.yaml",
         f"created policies/examples/{name}.yaml",
         f"created policies/examples/{name}-worker.yaml",
+        *([f"created policies/{name}.schema.json"] if crd is not None else []),
         "next: mkpolicy lint policies && mkpolicy test policies",
+        "deploy: kubectl -n kueue-system create configmap mkpolicy-policies --from-file=policies/",
     ]
     policy = yaml.safe_load((tmp_path / "policies" / f"{name}.yaml").read_text())
+    # spec.schema resolves inside the directory: its files, flat as a ConfigMap mounts them,
+    # load in the sidecar as they are.
+    if crd is not None:
+        assert policy["spec"]["schema"] == f"{name}.schema.json"
+    configmap = tmp_path / "configmap"
+    configmap.mkdir()
+    for file in (tmp_path / "policies").iterdir():
+        if file.is_file():
+            shutil.copy(file, configmap / file.name)
+    assert [a.name for a in compile_directory(str(configmap))] == [name]
     assert policy["spec"]["framework"] == framework
     assert (policy["spec"]["managedBy"] or {}).get("path") == managed_by
     code, out, _ = run(capsys, "lint", "--format", "json", "policies")

@@ -44,7 +44,7 @@ def test_validate_reports_problems_and_exits_1(tmp_path: Path, capsys: pytest.Ca
     )
     code, out, _ = run(capsys, "validate", str(bad))
     assert code == 1
-    assert out == (f"{bad}:9:75: error: undeclared reference to 'objct' [policy bad: creation patch #1 (JSONPatch)]\n")
+    assert out == f"{bad}:9:75: error MKP202 creation patch #1 (JSONPatch): undeclared reference to 'objct'\n"
 
 
 @pytest.mark.parametrize(
@@ -158,4 +158,22 @@ def test_apply_warns_of_what_the_api_server_would_refuse(capsys: pytest.CaptureF
     assert err == (
         "warning: the worker's API server would refuse the worker copy (spec.schema): "
         'spec.mode: Unsupported value: "turbo": supported values: "fast", "slow"\n'
+    )
+
+
+def test_apply_says_when_the_sidecar_would_refuse_the_policy(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    policy = tmp_path / "p.yaml"
+    policy.write_text(
+        "apiVersion: mkpolicy.io/v1alpha1\nkind: FrameworkPolicy\nmetadata: {name: p}\nspec:\n"
+        "  framework: PipelineRun.v1.tekton.dev\n  creation:\n    patches:\n      - type: JSONPatch\n"
+        '        jsonPatch: {expression: \'[JSONPatch{op: "add", path: "/metadata/annotations/n", value: 1}]\'}\n'
+    )
+    code, out, err = run(capsys, "apply", "--policy", str(policy), "--phase", "create", "-f", TEKTON, "-o", "json")
+    assert code == 0 and json.loads(out)["metadata"]["annotations"]["n"] == 1  # what the engine does
+    assert err == (
+        f"{policy}:9:96: error MKP507 creation patch #1 (JSONPatch): /metadata/annotations/n: an annotation value "
+        "must be a string; found int (the API server answers 400 Bad Request, on every retry); convert it with "
+        "string() [the sidecar and 'mkpolicy validate' refuse this policy]\n"
     )

@@ -1,4 +1,4 @@
-"""Adapter semantics (DESIGN.md §2): patches, invariants, failure policy, errors with locations."""
+"""Adapter semantics (docs/architecture.md, "Semantics"): patches, invariants, failure policy, errors with locations."""
 
 from __future__ import annotations
 

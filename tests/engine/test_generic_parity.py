@@ -1,4 +1,4 @@
-"""A policy without patches behaves byte for byte like Kueue's generic adapter (DESIGN.md §1)."""
+"""A policy without patches behaves byte for byte like Kueue's generic adapter (docs/architecture.md)."""
 
 from __future__ import annotations
 

@@ -80,7 +80,18 @@ OK = [
         [{"op": "add", "path": "/q", "value": 1}, {"op": "test", "path": "/a/b", "value": 2}],
         DOC,
     ),
-    ("test-missing-path-discards", [{"op": "test", "path": "/nope/x", "value": 1}], DOC),
+    # K8S (json-patch v4.12.0 Patch.test): an absent member reads as null.
+    ("test-absent-member-differs-discards", [{"op": "test", "path": "/a/zz", "value": 1}], DOC),
+    (
+        "test-absent-member-is-null",
+        [{"op": "test", "path": "/a/zz", "value": None}, {"op": "add", "path": "/q", "value": 1}],
+        {"a": {"b": 1, "l": [1, 2, 3]}, "s": "x", "k/~": True, "q": 1},
+    ),
+    (
+        "test-negative-index-counts-from-the-end",
+        [{"op": "test", "path": "/a/l/-1", "value": 3}, {"op": "add", "path": "/q", "value": 1}],
+        {"a": {"b": 1, "l": [1, 2, 3]}, "s": "x", "k/~": True, "q": 1},
+    ),
     # JSON equality: 1 == 1.0, but true != 1.
     (
         "test-number-equality",
@@ -113,6 +124,12 @@ ERRORS = [
     # DEVIATION: replace with a negative index is an error (v4 panics).
     ("replace-negative-index", [{"op": "replace", "path": "/a/l/-1", "value": 0}], "invalid array index '-1'"),
     ("path-not-a-string", [{"op": "add", "path": 3, "value": 0}], "'path' must be a string"),
+    # K8S (json-patch v4.12.0 findObject): a test under a missing, null or scalar parent is an
+    # error (ErrMissing), not a failed test: Kubernetes fails the mutation.
+    ("test-missing-parent", [{"op": "test", "path": "/nope/x", "value": 1}], "is missing path: /nope/x"),
+    ("test-scalar-parent", [{"op": "test", "path": "/s/x", "value": 1}], "is missing path: /s/x"),
+    # K8S (partialArray.get): an index out of range is an error.
+    ("test-index-out-of-range", [{"op": "test", "path": "/a/l/3", "value": 1}], "Unable to access invalid index: 3"),
 ]
 
 
@@ -130,6 +147,12 @@ def test_kubernetes_json_patch_errors(ops: list[dict[str, Any]], message: str) -
         apply_json_patch(doc, ops)
     assert message in str(info.value)
     assert doc == DOC
+
+
+def test_a_test_under_a_null_parent_is_an_error() -> None:
+    # json-patch v4.12.0 findObject: a null member is a nil node, like a missing one.
+    with pytest.raises(PatchError, match="is missing path: /n/x"):
+        apply_json_patch({"n": None}, [{"op": "test", "path": "/n/x", "value": None}])
 
 
 def test_copy_on_write_shares_untouched_subtrees() -> None:
@@ -190,7 +213,7 @@ def test_escape_key_escapes_tilde_and_slash_in_one_pass(key: str, escaped: str) 
 FAST_PATH_CASES = [
     "[JSONPatch{op: 'add', path: '/spec/a', value: 1}]",
     "[JSONPatch{op: 'add', path: '/spec/a'}]",
-    "[JSONPatch{op: 'replace', path: '/spec/l/0', value: {'k': [1, 2.5, true, null]}}, "
+    "[JSONPatch{op: 'replace', path: '/spec/l/0', value: {'k': [dyn(1), dyn(2.5), dyn(true), null]}}, "
     "JSONPatch{op: 'remove', path: '/spec/x'}]",
     "[JSONPatch{op: 'add', path: '/spec/l/-', value: duration('90s')}, JSONPatch{op: 'add', path: '/top', value: 1u}]",
     "[JSONPatch{op: 'add', path: '/spec/l/0', value: 0}, JSONPatch{op: 'remove', path: '/spec/l/-1'}]",
@@ -203,7 +226,7 @@ FAST_PATH_CASES = [
     # Errors.
     "[JSONPatch{op: 'add', path: '/spec/a', value: optional.none()}]",
     "[JSONPatch{op: 'add', path: '/spec/a', value: {1: 2}}]",
-    "[JSONPatch{op: 'add', path: '/spec/a', value: 1}, JSONPatch{op: 'add', path: 3}]",
+    "[JSONPatch{op: 'add', path: '/spec/a', value: 1}, JSONPatch{op: 'add', path: dyn(3)}]",
     "[JSONPatch{op: 'frob', path: '/spec/a'}]",
     "[JSONPatch{op: 'add', path: 'spec/a', value: 1}]",
     "[JSONPatch{op: 'add', path: '/spec/a~2', value: 1}]",
@@ -238,3 +261,24 @@ def test_the_one_pass_path_agrees_with_the_general_path(expression: str, monkeyp
 def test_an_op_that_is_not_a_string_is_an_unknown_op() -> None:
     with pytest.raises(PatchError, match=r"operation 1: unknown op \['add'\]"):
         apply_json_patch({"a": 1}, [{"op": ["add"], "path": "/a", "value": 2}])
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        ("[JSONPatch{op: 1, path: '/spec/a'}]", "field 'JSONPatch.op' expects 'string', found 'int'"),
+        ("[JSONPatch{op: 'add', path: ['/spec/a']}]", "field 'JSONPatch.path' expects 'string', found 'list(string)'"),
+        ("[JSONPatch{op: 'add', path: '/spec/a', frm: '/x'}]", "'JSONPatch' has no field 'frm'"),
+        ("[JSONPatch{op: 'add', path: '/spec/a', value: [1, 'a']}]", "Kubernetes requires list and map literals"),
+    ],
+    ids=["op-int", "path-list", "unknown-field", "mixed-literal"],
+)
+def test_jsonpatch_construction_is_type_checked_at_compile_time(expression: str, message: str) -> None:
+    # Kubernetes compiles MAP expressions with cel-go's checker: JSONPatch's fields are typed
+    # (k8s.io/apiserver/pkg/cel/mutation/jsonpatch.go, JSONPatchType.Field: op, path and from
+    # are strings, value is dyn) and literals must be homogeneous (environment/base.go), so
+    # such an expression is a compile error, not a failure of every evaluation.
+    with pytest.raises(mkpolicy.CelError) as info:
+        mkpolicy.mutate({"spec": {}}, [{"patchType": "JSONPatch", "expression": expression}])
+    assert message in info.value.message
+    assert not isinstance(info.value, mkpolicy.cel.CelEvalError)

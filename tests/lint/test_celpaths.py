@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mkpolicy.cel.parser import parse
-from mkpolicy.lint.celpaths import accesses, json_patch_ops, object_writes
+from mkpolicy.check.celpaths import accesses, json_patch_ops, object_writes
 
 
 @pytest.mark.parametrize(

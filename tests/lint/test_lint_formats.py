@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from mkpolicy.check.findings import Finding, LintResult
 from mkpolicy.errors import InputError, Location
-from mkpolicy.lint.findings import Finding, LintResult
 from mkpolicy.lint.formats import artifact_uri, format_github, format_sarif, render, summary
 
 

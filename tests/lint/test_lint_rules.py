@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from mkpolicy.lint.api import lint_paths
+from mkpolicy.check import check_paths
+from mkpolicy.cli.main import main
 
 HEADER = """\
 apiVersion: mkpolicy.io/v1alpha1
@@ -22,14 +24,15 @@ spec:
 def findings(tmp_path: Path, body: str, *, messages: bool = False) -> list[str]:
     path = tmp_path / "p.yaml"
     path.write_text(HEADER + textwrap.indent(textwrap.dedent(body), "  "))
-    result = lint_paths([str(path)])
+    result = check_paths([str(path)])
     assert result.input_errors == []
     return [f"{f.line}:{f.column} {f.rule}" + (f" {f.message}" if messages else "") for f in result.findings]
 
 
-def creation(expression: str, extra: str = "") -> str:
+def creation(expression: str, extra: str = "", patch_type: str = "JSONPatch") -> str:
+    field = "jsonPatch" if patch_type == "JSONPatch" else "applyConfiguration"
     return (
-        extra + f"creation:\n  patches:\n    - type: JSONPatch\n      jsonPatch:\n        expression: '{expression}'\n"
+        extra + f"creation:\n  patches:\n    - type: {patch_type}\n      {field}:\n        expression: '{expression}'\n"
     )
 
 
@@ -155,7 +158,7 @@ def test_constant_match_conditions_say_what_they_do(tmp_path: Path) -> None:
         - name: v
           expression: object.spec.x == 1
     """
-    assert findings(tmp_path, body, messages=True) == [
+    assert findings(tmp_path, body, messages=True)[1:] == [
         "10:20 MKP206 match condition 'never' reads neither the object nor the context: "
         "it is always false: the policy never manages any object",
         "12:20 MKP206 match condition 'notbool' reads neither the object nor the context: it always returns 'yes', not a bool",
@@ -199,7 +202,7 @@ def test_computed_variable_access_disables_unused_check(tmp_path: Path) -> None:
         - name: m
           expression: variables.pick > 0 && object.spec.x
     """
-    assert findings(tmp_path, body) == []
+    assert findings(tmp_path, body) == ["12:3 MKP407"]
 
 
 def test_worker_object_in_match_condition_and_params(tmp_path: Path) -> None:
@@ -213,7 +216,7 @@ def test_worker_object_in_match_condition_and_params(tmp_path: Path) -> None:
             jsonPatch:
               expression: '[JSONPatch{op: "add", path: "/status", value: workerObject.status}]'
     """
-    assert findings(tmp_path, body) == ["9:23 MKP209", "9:47 MKP210"]
+    assert findings(tmp_path, body) == ["7:3 MKP407", "9:23 MKP209", "9:47 MKP210"]
 
 
 def test_disable_annotation_is_per_policy(tmp_path: Path) -> None:
@@ -224,7 +227,7 @@ def test_disable_annotation_is_per_policy(tmp_path: Path) -> None:
         + "  managedBy: null\n"
     )
     (tmp_path / "p.yaml").write_text(text)
-    result = lint_paths([str(tmp_path / "p.yaml")])
+    result = check_paths([str(tmp_path / "p.yaml")])
     assert [(f.policy, f.rule) for f in result.findings] == [("q", "MKP402")]
     assert result.suppressed == 2
 
@@ -284,7 +287,7 @@ def test_schema_and_managed_by(tmp_path: Path, version: str, managed_by: str, ex
     (tmp_path / "p.yaml").write_text(
         HEADER.replace("Thing.v1", f"Thing.{version}") + f"  schema: crd.yaml\n  managedBy:\n    path: {managed_by}\n"
     )
-    result = lint_paths([str(tmp_path / "p.yaml")])
+    result = check_paths([str(tmp_path / "p.yaml")])
     assert [f"{f.rule} {f.message}" for f in result.findings if f.rule != "MKP401"] == expected
 
 
@@ -300,7 +303,7 @@ def test_has_on_required_fields(tmp_path: Path) -> None:
         - name: m
           expression: has(object.spec) && has(object.spec.a) && has(object.spec.a.b) && has(object.metadata)
     """
-    assert findings(tmp_path, body) == ["10:30 MKP211", "10:55 MKP211", "10:96 MKP211"]
+    assert findings(tmp_path, body) == ["8:3 MKP407", "10:30 MKP211", "10:55 MKP211", "10:96 MKP211"]
 
 
 def test_no_schema_means_no_schema_findings(tmp_path: Path) -> None:
@@ -309,7 +312,7 @@ def test_no_schema_means_no_schema_findings(tmp_path: Path) -> None:
         - name: m
           expression: has(object.spec.anything) && object.spec.anything.size() > 1
     """
-    assert findings(tmp_path, body) == []
+    assert findings(tmp_path, body) == ["7:3 MKP407"]  # a match condition: not about the schema
 
 
 def test_document_problems_are_sorted_by_kind_not_wording(tmp_path: Path) -> None:
@@ -319,5 +322,125 @@ def test_document_problems_are_sorted_by_kind_not_wording(tmp_path: Path) -> Non
         HEADER.replace("Thing.v1.example.com", '"duplicate name"')
         + "  unknownField: 1\n  variables:\n    - {name: a, expression: '1'}\n    - {name: a, expression: '2'}\n"
     )
-    rules = [f"{f.line}:{f.column} {f.rule}" for f in lint_paths([str(path)]).findings]
+    rules = [f"{f.line}:{f.column} {f.rule}" for f in check_paths([str(path)]).findings]
     assert rules == ["6:14 MKP102", "7:3 MKP103", "9:5 MKP105"]
+
+
+SCHEMA = """\
+type: object
+properties:
+  spec:
+    type: object
+    properties:
+      managedBy: {type: string}
+      count: {type: integer}
+      size: {x-kubernetes-int-or-string: true}
+      args: {type: array, items: {type: string}}
+      tags: {type: array, x-kubernetes-list-type: set, items: {type: string}}
+      extra: {type: object, x-kubernetes-preserve-unknown-fields: true}
+  status:
+    type: object
+    properties:
+      phase: {type: string}
+"""
+
+WRITE_CASES = [
+    # Declared paths, computed keys, int-or-string and unknown territory: nothing to say.
+    (
+        "declared",
+        creation(
+            '[JSONPatch{op: "replace", path: "/spec/count", value: 2}, JSONPatch{op: "add", path: "/spec/size", '
+            'value: "1Gi"}, JSONPatch{op: "add", path: "/spec/extra/anything", value: [1]}, '
+            'JSONPatch{op: "remove", path: "/spec/args/0"}, JSONPatch{op: "add", path: "/spec/" + cluster, value: 1}]'
+        ),
+        [],
+    ),
+    ("remove-undeclared", creation('[JSONPatch{op: "remove", path: "/spec/cuont"}]'), ["12:55 MKP504"]),
+    ("test-under-a-scalar", creation('[JSONPatch{op: "test", path: "/spec/count/x", value: 1}]'), ["12:53 MKP504"]),
+    (
+        "copy-from-undeclared",
+        creation('[JSONPatch{op: "copy", from: "/spec/nope", path: "/spec/count"}]'),
+        ["12:53 MKP504"],
+    ),
+    ("add-undeclared", creation('[JSONPatch{op: "add", path: "/spec/cuont", value: 1}]'), ["12:52 MKP505"]),
+    (
+        "add-under-undeclared",
+        creation('[JSONPatch{op: "add", path: "/spec/nope/" + cluster, value: 1}]'),
+        ["12:66 MKP505"],
+    ),
+    ("value-type", creation('[JSONPatch{op: "add", path: "/spec/count", value: "2"}]'), ["12:74 MKP506"]),
+    (
+        "value-type-in-a-map",
+        creation('[JSONPatch{op: "add", path: "/spec", value: {"count": true}}]'),
+        ["12:78 MKP506"],
+    ),
+    ("list-for-a-scalar", creation('[JSONPatch{op: "add", path: "/spec/count", value: [1]}]'), ["12:74 MKP506"]),
+    # Sync with the status subresource: outside /status is MKP502's, inside is checked.
+    ("sync-status", sync('[JSONPatch{op: "add", path: "/status/phse", value: "x"}]'), ["12:52 MKP505"]),
+    # ApplyConfiguration: set lists merge, atomic lists may not be set.
+    ("apply-set-list", sync('Object{status: Object.status{phase: "x"}}', patch_type="ApplyConfiguration"), []),
+    (
+        "apply-atomic-list",
+        creation('Object{spec: Object.spec{args: ["x"], tags: ["y"]}}', patch_type="ApplyConfiguration"),
+        ["12:55 MKP508"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "expected"), [c[1:] for c in WRITE_CASES], ids=[c[0] for c in WRITE_CASES])
+def test_writes_against_the_schema(tmp_path: Path, body: str, expected: list[str]) -> None:
+    (tmp_path / "schema.yaml").write_text(SCHEMA)
+    assert findings(tmp_path, "schema: schema.yaml\n" + body) == expected
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        # metadata is ObjectMeta with or without a schema: label and annotation values are strings.
+        (creation('[JSONPatch{op: "add", path: "/metadata/labels/team", value: 1}]'), ["11:84 MKP507"]),
+        (
+            creation('Object{metadata: Object.metadata{annotations: {"a": "b"}}}', patch_type="ApplyConfiguration"),
+            [],
+        ),
+        (creation('[JSONPatch{op: "remove", path: "/metadata/labelz/team"}]'), ["11:55 MKP504"]),
+        # Without a schema every list outside metadata is atomic: an ApplyConfiguration cannot set it.
+        (creation('Object{spec: Object.spec{args: ["x"]}}', patch_type="ApplyConfiguration"), ["11:55 MKP508"]),
+        (
+            creation('Object{metadata: Object.metadata{finalizers: ["x"]}}', patch_type="ApplyConfiguration"),
+            [],
+        ),
+        # Outside metadata nothing is known: no finding.
+        (creation('[JSONPatch{op: "remove", path: "/spec/whatever"}]'), []),
+    ],
+    ids=["label-int", "annotation-string", "metadata-typo", "list-without-schema", "finalizers-set", "unknown"],
+)
+def test_writes_without_a_schema(tmp_path: Path, body: str, expected: list[str]) -> None:
+    assert findings(tmp_path, body) == expected
+
+
+def test_a_schema_too_big_for_a_configmap(tmp_path: Path) -> None:
+    fields = {f"f{i}": {"type": "string", "description": "x" * 100} for i in range(11000)}
+    big = {"type": "object", "properties": {"spec": {"type": "object", "properties": {"managedBy": {}, **fields}}}}
+    (tmp_path / "big.json").write_text(json.dumps(big))
+    lines = findings(tmp_path, "schema: big.json\n", messages=True)
+    assert lines == [
+        "7:11 MKP109 spec.schema 'big.json' is 1,627,985 bytes: with the policy, more than a ConfigMap holds "
+        "(1,048,576 bytes), so the policies ConfigMap cannot carry it; 'mkpolicy trim-schema big.json --framework "
+        "Thing.v1.example.com -o FILE' writes the same schema without descriptions and other versions (validation, "
+        "types and merges unchanged)"
+    ]
+    # What the message suggests works, and the result fits.
+    assert (
+        main(
+            [
+                "trim-schema",
+                str(tmp_path / "big.json"),
+                "--framework",
+                "Thing.v1.example.com",
+                "-o",
+                str(tmp_path / "big.json"),
+            ]
+        )
+        == 0
+    )
+    assert findings(tmp_path, "schema: big.json\n") == []

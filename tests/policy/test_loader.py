@@ -141,7 +141,11 @@ def test_document_errors_point_into_the_file(body: str, expected: list[str]) -> 
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("a: [1\n", "p.yaml:2:1: error: malformed YAML: expected ',' or ']', but got '<stream end>'"),
+        (
+            "a: [1\n",
+            "p.yaml:2:1: error: malformed YAML: a '[' that is not closed by ']' (or a missing ',' between items) "
+            "[YAML: expected ',' or ']', but got '<stream end>']",
+        ),
         ("a: 1\na: 2\n", 'p.yaml:2:1: error: malformed YAML: duplicate key: "a"'),
         ("- 1\n", "p.yaml:1:1: error: expected a FrameworkPolicy mapping; found a list"),
         ("", "p.yaml: error: file holds no YAML documents; expected a FrameworkPolicy"),

@@ -95,3 +95,72 @@ def test_no_workers_and_unreadable_files(tmp_path: Path) -> None:
         load_config(str(tmp_path / "absent.yaml"))
     with pytest.raises(ConfigError, match="expected one YAML document"):
         load_config(write(tmp_path, MINIMAL + "---\n" + MINIMAL))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            MINIMAL + "listen: {basPort: 7443}\n",
+            "unknown field 'listen.basPort'; expected one of: address, basePort, hosts (docs/sidecar-config.md)",
+        ),
+        (
+            MINIMAL.replace("{file: /etc/w1.kubeconfig}", "{file: /etc/w1.kubeconfig, secrt: x}"),
+            "unknown field 'workers[0].kubeconfig.secrt'; expected one of: file, secret",
+        ),
+        (MINIMAL + "reloads: {}\n", "expected one of: apiVersion, kind, origin, listen, ops, manager, workers"),
+    ],
+    ids=["listen", "nested-in-a-list", "top-level"],
+)
+def test_unknown_fields_list_the_valid_ones(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, text))
+    assert any(message in p for p in info.value.problems), info.value.problems
+
+
+def test_a_bind_error_names_the_field_that_holds_the_port() -> None:
+    import asyncio
+    import socket
+
+    from aiohttp import web
+
+    from mkpolicy.sidecar.config import bind_error
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    workers = [{"name": "a", "kubeconfig": {"file": "x"}, "port": port + 7}, {"name": "b", "kubeconfig": {"file": "y"}}]
+    endpoint = config_from_dict({"listen": {"basePort": port - 1}, "ops": {"port": port + 9}, "workers": workers})
+    ops = config_from_dict({"ops": {"address": "127.0.0.1", "port": port}, "workers": workers})
+
+    async def bind_endpoint() -> OSError:
+        try:
+            await asyncio.get_running_loop().create_server(asyncio.Protocol, "127.0.0.1", port)
+        except OSError as exc:
+            return exc
+        raise AssertionError("the port is taken")
+
+    async def bind_ops() -> OSError:
+        runner = web.AppRunner(web.Application())
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, "127.0.0.1", port).start()
+        except OSError as exc:
+            return exc
+        finally:
+            await runner.cleanup()
+        raise AssertionError("the port is taken")
+
+    try:
+        assert bind_error(endpoint, asyncio.run(bind_endpoint())) == (
+            f"listen.basePort + 1 (worker 'b'): cannot listen on 127.0.0.1:{port}: address already in use; "
+            "choose a free port (or another address)"
+        )
+        assert bind_error(ops, asyncio.run(bind_ops())) == (
+            f"ops.port (the /healthz, /readyz and /metrics endpoint): cannot listen on 127.0.0.1:{port}: "
+            "address already in use; choose a free port (or another address)"
+        )
+        assert bind_error(ops, PermissionError(13, "Permission denied")) is None
+    finally:
+        taken.close()

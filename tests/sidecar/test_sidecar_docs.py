@@ -52,7 +52,7 @@ def _model(annotation: Any) -> type[BaseModel] | None:
 
 
 #: Config paths the docs name (``kubeconfig.*`` is a worker's), with an optional ``: value``.
-CONFIG_PATH = r"`((?:listen|ops|manager|state|shutdown|reload|logging|kubeconfig)\.[a-zA-Z_.]+)(?::[^`]*)?`"
+CONFIG_PATH = r"`((?:listen|ops|manager|state|shutdown|reload|logging|limits|kubeconfig)\.[a-zA-Z_.]+)(?::[^`]*)?`"
 
 
 def test_config_fields_exist() -> None:
@@ -65,3 +65,11 @@ def test_config_fields_exist() -> None:
             fields = {info.alias or name: info for name, info in model.model_fields.items()}
             assert part in fields, f"{dotted}: {model.__name__} has no field {part}"
             model = _model(fields[part].annotation)
+
+
+def test_every_limit_is_documented() -> None:
+    from mkpolicy.sidecar.config import Limits
+
+    documented = set(re.findall(r"\| `limits\.([a-zA-Z]+)` \| ([0-9.]+) \|", DOC))
+    defaults = {(info.alias or name, str(info.default)) for name, info in Limits.model_fields.items()}
+    assert documented == {(alias, value.removesuffix(".0")) for alias, value in defaults}

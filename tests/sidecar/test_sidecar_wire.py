@@ -22,6 +22,7 @@ from sidecar_harness import DATA
 
 import mkpolicy
 from mkpolicy.kube.rest import RestConfig
+from mkpolicy.sidecar.config import Limits
 from mkpolicy.sidecar.endpoints import Credentials, load_or_create
 from mkpolicy.sidecar.http1 import ChunkedScanner, RequestHead, chunk, parse_request_head
 from mkpolicy.sidecar.listener import Exchange, Listener
@@ -155,11 +156,18 @@ class Wire:
 
 @contextlib.asynccontextmanager
 async def wire(
-    script: Script, *, worker_port: int | None = None, fast: bool = True, hub: StubHub | None = None
+    script: Script,
+    *,
+    worker_port: int | None = None,
+    fast: bool = True,
+    hub: StubHub | None = None,
+    limits: Limits | None = None,
 ) -> AsyncIterator[Wire]:
     worker = await FakeWorker(script).start()
     hub = hub or StubHub()
-    upstream = Upstream("w", RestConfig(server=f"http://127.0.0.1:{worker_port or worker.port}", token="worker-token"))
+    upstream = Upstream(
+        "w", RestConfig(server=f"http://127.0.0.1:{worker_port or worker.port}", token="worker-token"), limits
+    )
     endpoint = WorkerEndpoint(hub, upstream)
     slow: list[str] = []
     answer_request = endpoint.answer_request
@@ -169,7 +177,7 @@ async def wire(
         await answer_request(exchange, sent)
 
     endpoint.answer_request = recording  # type: ignore[method-assign]
-    listener = Listener(endpoint.handle, hub.credentials.server_context(), endpoint.fast if fast else None)
+    listener = Listener(endpoint.handle, hub.credentials.server_context(), endpoint.fast if fast else None, limits)
     port = await listener.start("127.0.0.1", 0)
     try:
         yield Wire(worker, hub, listener, upstream, port, slow)
@@ -322,7 +330,7 @@ def test_head_and_no_content_answers_have_no_body(fast: bool) -> None:
 
 
 def test_request_bodies_pass_as_they_came(fast: bool) -> None:
-    big = json.dumps({"data": {"k": "v" * (3 * 1024 * 1024)}}).encode()
+    big = json.dumps({"data": {"k": "v" * (2 * 1024 * 1024)}}).encode()  # under the 3 MiB body limit
     chunked_body = chunk(b'{"a":') + chunk(b"1}") + b"0\r\n\r\n"
     created = b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}"
 
@@ -573,11 +581,16 @@ def test_refusals(fast: bool) -> None:
             writer.write(w.get("/api/v1/pods", token="x" * 43))
             got = await read_response(reader)
             assert got.startswith(b"HTTP/1.1 401 Unauthorized\r\n")
+            assert await reader.read() == b""  # an unauthenticated client is disconnected
+            reader, writer = await w.connect()
             writer.write(w.get("/api/v1/pods", "Connection: Upgrade", "Upgrade: websocket"))
             assert (await read_response(reader)).startswith(b"HTTP/1.1 400 ")
-            # a POST refused before its body was read: the body is dropped, the connection kept
+            # a POST refused before its body was read: the body is not read, the client disconnected
+            reader, writer = await w.connect()
             writer.write(w.get("/api/v1/pods", "Content-Length: 4", method="POST", token="y" * 43) + b"body")
             assert (await read_response(reader)).startswith(b"HTTP/1.1 401 ")
+            assert await reader.read() == b""
+            reader, writer = await w.connect()
             writer.write(w.get("/api/v1/pods"))
             assert await read_response(reader) == JSON_ANSWER
             assert w.worker.requests[0].head.method == "GET" and len(w.worker.requests) == 1

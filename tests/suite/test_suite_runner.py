@@ -453,8 +453,24 @@ spec:
     patches:
       - type: JSONPatch
         jsonPatch:
-          expression: '[JSONPatch{op: "replace", path: "/status/phase", value: size(workerObject.status.phase)}]'
+          expression: '[JSONPatch{op: "replace", path: "/status/phase", value: dyn(size(workerObject.status.phase))}]'
 """
+
+
+def test_a_policy_the_sidecar_would_refuse_fails_its_suite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The same checker as lint, validate and the sidecar: lint's lines, not passing tests.
+    (tmp_path / "thing.schema.yaml").write_text(THING_SCHEMA)
+    (tmp_path / "thing.yaml").write_text(SCHEMA_POLICY.replace("dyn(size(workerObject.status.phase))", "7"))
+    (tmp_path / "thing.test.yaml").write_text(
+        "apiVersion: mkpolicy.io/v1alpha1\nkind: FrameworkPolicyTest\nmetadata:\n  name: thing\nspec:\n"
+        "  policy: thing.yaml\n  context:\n    workloadName: wl-1\n  cases:\n"
+        "    - {name: create, phase: create, managerObject: {apiVersion: example.com/v1, kind: Thing, metadata: "
+        "{name: t}, spec: {managedBy: kueue.x-k8s.io/multikueue, size: 1}}}\n"
+    )
+    code, out, _ = run(capsys, ".")
+    assert code == 1, out
+    assert "the suite cannot run" in out and "MKP506 sync patch #1 (JSONPatch): /status/phase" in out, out
+    assert "PASS" not in out
 
 
 def test_results_the_api_server_would_refuse_fail(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -32,11 +32,17 @@ from mkpolicy.testing.apiserver.storage import Store
         ("DELETE", "/api/v1/namespaces/a/configmaps", {}, ("deletecollection", "", "v1", "a", "configmaps", "", "")),
         ("GET", "/apis/kueue.x-k8s.io/v1beta2/workloads", {},
          ("list", "kueue.x-k8s.io", "v1beta2", "", "workloads", "", "")),
+        # decoded before it is split, as kube-apiserver does: %2F separates segments
         ("GET", "/api/v1/namespaces/a/configmaps/with%2Fslash", {},
-         ("get", "", "v1", "a", "configmaps", "with/slash", "")),
+         ("get", "", "v1", "a", "configmaps", "with", "slash")),
+        # any ?watch value but 0/false is a watch (apimachinery's Convert_Slice_string_To_bool)
+        ("GET", "/api/v1/namespaces/a/configmaps", "watch", ("watch", "", "v1", "a", "configmaps", "", "")),
+        ("GET", "/api/v1/namespaces/a/configmaps", "watch=yes", ("watch", "", "v1", "a", "configmaps", "", "")),
+        ("GET", "/api/v1/namespaces/a/configmaps", "watch=FALSE", ("list", "", "v1", "a", "configmaps", "", "")),
+        ("GET", "/api/v1/namespaces/a/configmaps", "watch=1;x=2", ("list", "", "v1", "a", "configmaps", "", "")),
     ],
 )  # fmt: skip
-def test_routing(method: str, path: str, query: dict[str, str], expected: tuple[str, ...]) -> None:
+def test_routing(method: str, path: str, query: dict[str, str] | str, expected: tuple[str, ...]) -> None:
     info = parse_request(method, path, query)
     assert (info.verb, info.group, info.version, info.namespace, info.resource, info.name, info.subresource) == expected
 

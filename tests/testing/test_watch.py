@@ -228,8 +228,11 @@ def test_send_initial_events_ends_with_an_annotated_bookmark(raw: Raw, apiserver
 def test_watch_of_one_object_by_name(raw: Raw, apiserver: ApiServer, namespace: str) -> None:
     for name in ("a", "b"):
         apiserver.create(pipelinerun(name, namespace))
-    events = stream_lines(raw, f"/apis/tekton.dev/v1/namespaces/{namespace}/pipelineruns/b?watch=1&timeoutSeconds=1")
+    events = stream_lines(raw, f"/apis/tekton.dev/v1/watch/namespaces/{namespace}/pipelineruns/b?timeoutSeconds=1")
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "b")]
+    # ?watch counts on collections only (requestinfo.go): a named GET with it is a get
+    reply = raw.request("GET", f"/apis/tekton.dev/v1/namespaces/{namespace}/pipelineruns/b?watch=1", timeout=10)
+    assert reply.status == 200 and json.loads(reply.data)["metadata"]["name"] == "b"
 
 
 @pytest.mark.loopback_only("uses the bundled Kueue v1beta2 Workload CRD, which real clusters need not serve")

@@ -142,6 +142,22 @@ def label_value(value: str) -> list[str]:
     return errs
 
 
+def port_name(value: str) -> list[str]:
+    """``validation.IsValidPortName`` (k8s.io/apimachinery/pkg/util/validation/validation.go)."""
+    errs = []
+    if len(value) > 15:
+        errs.append(_max_len(15))
+    if not re.fullmatch(r"[-a-z0-9]+", value):
+        errs.append("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)")
+    if not re.search(r"[a-z]", value):
+        errs.append("must contain at least one letter (a-z)")
+    if "--" in value:
+        errs.append("must not contain consecutive hyphens")
+    if value and (value[0] == "-" or value[-1] == "-"):
+        errs.append("must not begin or end with a hyphen")
+    return errs
+
+
 def _mask_trailing_dash(value: str) -> str:
     if len(value) > 1 and value.endswith("-"):
         return value[:-2] + "a"
@@ -218,6 +234,8 @@ FORMATS: dict[str, NamedFormat] = {
         NamedFormat("dns1123Subdomain", dns1123_subdomain),
         NamedFormat("dns1035Label", dns1035_label),
         NamedFormat("qualifiedName", qualified_name),
+        # k8s.io/apiserver/pkg/cel/library/format.go (ConstantFormats) has portName too.
+        NamedFormat("portName", port_name),
         NamedFormat("dns1123LabelPrefix", lambda s: dns1123_label(_mask_trailing_dash(s))),
         NamedFormat("dns1123SubdomainPrefix", lambda s: dns1123_subdomain(_mask_trailing_dash(s))),
         NamedFormat("dns1035LabelPrefix", lambda s: dns1035_label(_mask_trailing_dash(s))),

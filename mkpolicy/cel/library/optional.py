@@ -31,10 +31,16 @@ def is_zero_value(value: Any) -> bool:
     if t is Duration:
         return bool(value.nanos == 0)
     if t is Timestamp:
-        return bool(value.nanos_since_epoch == 0)
+        # cel-go common/types/timestamp.go: IsZeroValue is Go's time.IsZero(), the instant
+        # 0001-01-01T00:00:00Z (not the Unix epoch, whatever its comment says).
+        return bool(value.nanos_since_epoch == _GO_ZERO_TIME)
     if t is CelType or t is OptionalValue:
         return False
     return False
+
+
+#: Go's zero time.Time, 0001-01-01T00:00:00Z, in nanoseconds since the Unix epoch.
+_GO_ZERO_TIME = -62135596800 * 1_000_000_000
 
 
 @function("optional.ofNonZeroValue", signatures=["(A) -> optional_type(A)"])

@@ -17,7 +17,7 @@ from typing import Any
 from mkpolicy.cel.errors import EvalError, no_overload
 from mkpolicy.cel.library import function
 from mkpolicy.cel.runtime import cel_equal, type_name
-from mkpolicy.cel.values import CelType, Duration, Timestamp, Uint, format_timestamp
+from mkpolicy.cel.values import CelType, Duration, Timestamp, Uint, format_timestamp, map_items
 
 _CHARGE_FACTOR = 0.1
 
@@ -314,7 +314,7 @@ def _format_string(value: Any) -> str:
     if t is list:
         return "[" + ", ".join(_format_string(v) for v in value) + "]"
     if t is dict:
-        entries = sorted((_format_string(k), _format_string(v)) for k, v in value.items())
+        entries = sorted((_format_string(k), _format_string(v)) for k, v in map_items(value))
         return "{" + ", ".join(f"{k}: {v}" for k, v in entries) + "}"
     raise EvalError(
         "error during formatting: string clause can only be used on strings, bools, bytes, ints, doubles, "

@@ -1,4 +1,4 @@
-"""A loopback Kubernetes API server for end-to-end tests and the demo (DESIGN.md §5).
+"""A loopback Kubernetes API server for end-to-end tests and the demo (docs/apiserver.md).
 
 No kube-apiserver can be installed where mkpolicy is tested, so this package serves the
 part of the Kubernetes REST API the project relies on, over real HTTP/1.1 + TLS on

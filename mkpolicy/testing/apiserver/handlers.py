@@ -157,7 +157,7 @@ class Handler:
             return web.Response(text="ok", content_type="text/plain")
         if not self._authorized(request):
             raise unauthorized()
-        info = parse_request(request.method, path, request.query)
+        info = parse_request(request.method, path, request.rel_url.raw_query_string)
         decision = self.faults.decide(info)
         if decision is not None:
             if decision.delay:

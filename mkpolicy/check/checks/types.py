@@ -4,41 +4,37 @@ from __future__ import annotations
 
 from mkpolicy.cel import PER_CALL_LIMIT, CelTypeError, estimate_cost, typecheck
 from mkpolicy.cel.ast import Select
-from mkpolicy.cel.checker import check, schema_variables
-from mkpolicy.lint.celpaths import accesses
-from mkpolicy.lint.checks.context import Compiled, PolicyContext
+from mkpolicy.cel.cost import UNBOUNDED
+from mkpolicy.check.celpaths import accesses
+from mkpolicy.check.checks.context import SCHEMA_VARIABLES, Compiled, PolicyContext
+from mkpolicy.engine.expressions import compile_type_errors
 from mkpolicy.structural import Schema, is_absent
 
-#: Variables that hold an object of the framework's kind (typed by its schema).
-SCHEMA_VARIABLES = ("object", "managerObject", "workerObject")
 #: Fields every stored object has, whatever its schema says.
 _ALWAYS_PRESENT = frozenset({"apiVersion", "kind", "metadata"})
-#: The estimator's cap: the cost of an expression whose sizes it cannot bound.
-_UNBOUNDED = 2**64 - 1
-
-
-def _schemas(ctx: PolicyContext) -> dict[str, Schema | None]:
-    return {name: ctx.schema for name in SCHEMA_VARIABLES}
 
 
 def check_types(ctx: PolicyContext) -> None:
-    """MKP204: type errors, with objects typed by the schema when ``spec.schema`` is set;
-    MKP212: literals mixing types (an error only under Kubernetes' homogeneous-literal rule).
+    """MKP202: the type errors Kubernetes' compiler reports (objects ``dyn``, homogeneous
+    literals), which the engine refuses too; MKP204: type errors once objects are typed by
+    the schema (``spec.schema``); MKP212: literals that mix types only the schema reveals.
 
-    The expression is checked twice: as Kubernetes checks it (homogeneous literals) and
-    with literals joining to ``dyn``; errors of the second check are MKP204, errors only
-    the first check finds are MKP212.
+    The expression is checked up to three times: as the engine compiles it (only when the
+    engine refused the policy: otherwise it passed), with the schema's types and literals
+    joining to ``dyn``, and with the schema's types and homogeneous literals.
     """
-    schemas = _schemas(ctx)
-    variables = schema_variables(schemas)
+    schemas = ctx.schemas
     for compiled in ctx.compiled:
         site = compiled.site
         program = compiled.expression.program
-        loose = check(program, variables, homogeneous_literals=False, object_schema=schemas.get("object")).errors
-        hard = {(e.offset, e.message) for e in loose}
+        engine = [] if compiled.engine_checked else compile_type_errors(program)
+        loose = ctx.types(compiled).errors
         strict = typecheck(program, schemas)
-        for error in sorted({(e.offset or 0, e.message): e for e in [*strict, *loose]}.values(), key=_order):
-            rule_id = "MKP204" if (error.offset, error.message) in hard else "MKP212"
+        refused = {(e.offset or 0, e.message) for e in engine}
+        hard = {(e.offset or 0, e.message) for e in loose}
+        for error in sorted({(e.offset or 0, e.message): e for e in [*strict, *loose, *engine]}.values(), key=_order):
+            key = (error.offset or 0, error.message)
+            rule_id = "MKP202" if key in refused else "MKP204" if key in hard else "MKP212"
             ctx.report(rule_id, f"{site.where}: {error.message}", site.locate(error.offset))
 
 
@@ -47,20 +43,27 @@ def _order(error: CelTypeError) -> tuple[int, str]:
 
 
 def check_cost(ctx: PolicyContext) -> None:
-    """MKP205: worst-case static cost above Kubernetes' per-call limit."""
-    schemas = _schemas(ctx)
+    """MKP205: a worst-case static cost above Kubernetes' per-call limit, or one the
+    estimator cannot bound at all (it saturates: the most expensive expressions)."""
+    schemas = ctx.schemas
     for compiled in ctx.compiled:
         site = compiled.site
         cost = estimate_cost(compiled.expression.program, schemas)
-        if PER_CALL_LIMIT < cost < _UNBOUNDED:
-            bound = "the schema's maxItems/maxProperties/maxLength" if ctx.schema else "a schema with size limits"
-            ctx.report(
-                "MKP205",
-                f"{site.where}: worst-case cost {cost:,} exceeds the per-call limit {PER_CALL_LIMIT:,}; "
-                f"evaluation on large objects fails with a cost error (bound sizes with {bound}, "
-                "or iterate over less)",
-                site.locate(0),
-            )
+        if cost <= PER_CALL_LIMIT:
+            continue
+        bound = "the schema's maxItems/maxProperties/maxLength" if ctx.schema else "a schema with size limits"
+        worst = (
+            "has no bound: the estimate saturates (sizes multiply past 2^64 units)"
+            if cost >= UNBOUNDED
+            else f"{cost:,}"
+        )
+        ctx.report(
+            "MKP205",
+            f"{site.where}: worst-case cost {worst}, over the per-call limit {PER_CALL_LIMIT:,}; "
+            f"evaluation on large objects fails with a cost error (bound sizes with {bound}, "
+            "or iterate over less)",
+            site.locate(0),
+        )
 
 
 def check_has_required(ctx: PolicyContext) -> None:

@@ -1,11 +1,13 @@
-"""The framework schema (``spec.schema``): readable (MKP107) and of the right kind (MKP108)."""
+"""The framework schema (``spec.schema``): readable (MKP107), of the right kind (MKP108),
+small enough to deploy (MKP109)."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from mkpolicy.errors import PolicyError
-from mkpolicy.lint.checks.context import PolicyContext
+from mkpolicy.check.checks.context import PolicyContext
+from mkpolicy.errors import Location, PolicyError
 from mkpolicy.structural import Schema, read_schema_document
 
 #: Parsed schema files of one lint run: path -> document, or the PolicyError reading it.
@@ -46,3 +48,27 @@ def check_schema(ctx: PolicyContext, cache: SchemaCache) -> None:
         ctx.schema = Schema.from_document(document, gvk.version, path)
     except PolicyError as exc:
         ctx.report("MKP107", f"spec.schema {ref!r}: {exc.message}", where)
+        return
+    _check_size(ctx, ref, path, where)
+
+
+#: The most a ConfigMap holds, all its files together (the API server's validation).
+CONFIGMAP_LIMIT = 1024 * 1024
+
+
+def _check_size(ctx: PolicyContext, ref: str, path: str, where: Location) -> None:
+    try:
+        schema_size = os.path.getsize(path)
+        policy_size = os.path.getsize(ctx.policy.file) if ctx.policy.file else 0
+    except OSError:
+        return
+    if schema_size + policy_size <= CONFIGMAP_LIMIT:
+        return
+    ctx.report(
+        "MKP109",
+        f"spec.schema {ref!r} is {schema_size:,} bytes: with the policy, more than a ConfigMap holds "
+        f"({CONFIGMAP_LIMIT:,} bytes), so the policies ConfigMap cannot carry it; 'mkpolicy trim-schema "
+        f"{ref} --framework {ctx.policy.spec.framework} -o FILE' writes the same schema without descriptions "
+        "and other versions (validation, types and merges unchanged)",
+        where,
+    )

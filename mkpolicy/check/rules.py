@@ -41,9 +41,10 @@ _CATALOG = [
     Rule("MKP106", "not-a-policy", "error", "A file named on the command line holds a document that is not a policy."),
     Rule("MKP107", "schema-unreadable", "error", "spec.schema cannot be read or does not describe the version."),
     Rule("MKP108", "schema-mismatch", "error", "spec.schema is the CRD of another kind or group."),
+    Rule("MKP109", "schema-too-big", "warning", "spec.schema is too big to deploy in a ConfigMap beside the policy."),
     # -- CEL ----------------------------------------------------------------------------
     Rule("MKP201", "cel-syntax", "error", "A CEL expression does not parse."),
-    Rule("MKP202", "cel-compile", "error", "A CEL expression names an unknown variable, function or type."),
+    Rule("MKP202", "cel-compile", "error", "A CEL expression does not compile as Kubernetes compiles it."),
     Rule("MKP203", "patch-result-type", "error", "A patch expression cannot produce what its patch type needs."),
     Rule("MKP204", "cel-type", "error", "A CEL expression does not type-check against the framework's schema."),
     Rule("MKP205", "cost-over-budget", "warning", "An expression's worst-case cost exceeds the per-call budget."),
@@ -64,10 +65,17 @@ _CATALOG = [
     Rule("MKP404", "sync-mode-none", "warning", "Stock Kueue always writes the worker's status back."),
     Rule("MKP405", "sync-subresource-none", "warning", "Stock Kueue writes status through the status subresource."),
     Rule("MKP406", "workload-identifier", "warning", "Stock Kueue places the prebuilt-workload name itself."),
+    Rule("MKP407", "match-conditions-on-the-wire", "warning", "Match conditions cannot keep Kueue from dispatching."),
     # -- patches ------------------------------------------------------------------------
     Rule("MKP501", "creation-breaks-invariant", "error", "A creation patch writes a field the worker copy must keep."),
     Rule("MKP502", "sync-writes-outside-status", "error", "A sync patch writes a field sync may not change."),
     Rule("MKP503", "malformed-json-patch", "error", "A JSONPatch operation is malformed (op, path, from)."),
+    Rule("MKP504", "undeclared-path", "error", "A patch reads or replaces a field the schema does not declare."),
+    Rule("MKP505", "pruned-field", "warning", "A JSONPatch adds a field the schema does not declare: it is pruned."),
+    Rule("MKP506", "value-type", "error", "A patch writes a value of another type than the schema declares."),
+    Rule("MKP507", "label-value-not-string", "error", "A label or annotation value that is not a string."),
+    Rule("MKP508", "apply-atomic", "error", "An ApplyConfiguration sets an atomic list, map or struct."),
+    Rule("MKP509", "apply-map-list-keys", "error", "An ApplyConfiguration map-list item sets none of the list's keys."),
 ]
 
 #: Rule ID -> rule, in catalog order.

@@ -10,9 +10,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from mkpolicy.check.celpaths import (
+    FieldWrite,
+    PatchOp,
+    PathTemplate,
+    json_patch_ops,
+    literal_keys,
+    object_writes,
+    pointer,
+)
+from mkpolicy.check.checks.context import Compiled, PolicyContext
 from mkpolicy.engine.generic import FORBIDDEN_METADATA, ORIGIN_LABEL, PREBUILT_WORKLOAD_KEY
-from mkpolicy.lint.celpaths import FieldWrite, PatchOp, PathTemplate, json_patch_ops, literal_keys, object_writes
-from mkpolicy.lint.checks.context import Compiled, PolicyContext
 from mkpolicy.policy.model import check_pointer
 
 OPERATIONS = ("add", "remove", "replace", "move", "copy", "test")
@@ -32,11 +40,11 @@ class Protected:
     @property
     def pointer(self) -> str:
         """The path as a JSON pointer."""
-        return "/" + "/".join(t.replace("~", "~0").replace("/", "~1") for t in self.tokens)
+        return pointer(self.tokens)
 
 
 def creation_protected(ctx: PolicyContext) -> list[Protected]:
-    """What creation patches must leave alone (DESIGN.md §2, creation step 5)."""
+    """What creation patches must leave alone (the invariants the engine checks after each patch)."""
     out = [
         Protected(("apiVersion",), True, "the worker copy keeps the manager's apiVersion"),
         Protected(("kind",), True, "the worker copy keeps the manager's kind"),

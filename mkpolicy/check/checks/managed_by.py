@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from mkpolicy.lint.checks.context import PolicyContext
+from mkpolicy.check.celpaths import pointer
+from mkpolicy.check.checks.context import PolicyContext
 from mkpolicy.policy import DEFAULT_MANAGED_BY_PATH, MULTIKUEUE_CONTROLLER
+from mkpolicy.policy.kueue import generic_adapter_gap
 from mkpolicy.policy.model import check_pointer
 from mkpolicy.structural import Schema, is_absent
 
-_WIRE = "mkpolicy's sidecar cannot change that, so the policy only works in controller mode"
-_SIDECAR = "only mkpolicy (its sidecar or controller mode) honours this"
+_WIRE = (
+    "the sidecar cannot change that and skips the policy: it runs only through mkpolicy's Python API "
+    "(a controller mode is planned)"
+)
+_SIDECAR = "only mkpolicy honours this (its sidecar, or the Python API)"
 
 
 def check_managed_by_schema(ctx: PolicyContext) -> None:
@@ -38,12 +43,12 @@ def check_managed_by_schema(ctx: PolicyContext) -> None:
                 ctx.report(
                     "MKP301",
                     f"managedBy.path {managed_by.path!r}: the schema of {ctx.policy.spec.framework} has no field "
-                    f"{token!r} under {walked or '/'}{_fields_hint(schema)}",
+                    f"{token!r} under {walked or '/'}{fields_hint(schema)}",
                     where,
                 )
                 return
             schema = child
-        walked += "/" + token.replace("~", "~0").replace("/", "~1")
+        walked += pointer([token])
     if schema.known and schema.type is not None and schema.type != "string":
         ctx.report(
             "MKP302",
@@ -52,7 +57,8 @@ def check_managed_by_schema(ctx: PolicyContext) -> None:
         )
 
 
-def _fields_hint(schema: Schema) -> str:
+def fields_hint(schema: Schema) -> str:
+    """`` (it has: a, b, ...)`` listing an object schema's declared fields, or nothing."""
     props = (schema.node or {}).get("properties")
     if isinstance(props, dict) and props:
         names = sorted(props)
@@ -62,8 +68,18 @@ def _fields_hint(schema: Schema) -> str:
 
 
 def check_stock_kueue(ctx: PolicyContext) -> None:
-    """Warn about format features Kueue's generic adapter cannot honour (DESIGN.md §3)."""
+    """Warn about format features Kueue's generic adapter cannot honour (MKP401-MKP407)."""
     spec = ctx.policy.spec
+    if spec.match_conditions and generic_adapter_gap(ctx.policy) is None:
+        ctx.report(
+            "MKP407",
+            'matchConditions cannot keep an object from being dispatched: stock Kueue decides "managed by '
+            f'MultiKueue" by {DEFAULT_MANAGED_BY_PATH} alone and sends every such object to a worker; when a '
+            "match condition is false, the sidecar refuses the creation and Kueue retries it forever (the job holds "
+            f"its quota). Select the objects to dispatch by {DEFAULT_MANAGED_BY_PATH}, or make sure every "
+            "dispatched object matches",
+            ctx.at(("spec", "matchConditions"), key=True),
+        )
     if spec.managed_by is None:
         ctx.report(
             "MKP402",

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from mkpolicy.cel import CelError
-from mkpolicy.lint.celpaths import accesses
-from mkpolicy.lint.checks.context import PolicyContext
-from mkpolicy.lint.sites import sites
+from mkpolicy.check.celpaths import accesses
+from mkpolicy.check.checks.context import PolicyContext
+from mkpolicy.check.sites import sites
 
 #: Variables whose value differs from one object (or call) to the next.
 _PER_CALL = frozenset({"object", "managerObject", "workerObject", "workload", "workloadName", "origin", "cluster"})

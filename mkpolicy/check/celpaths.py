@@ -14,11 +14,17 @@ Everything here is static and conservative: computed keys and paths are kept as
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from mkpolicy.cel.ast import Call, Comprehension, Ident, Literal, MapLit, Node, Select, StructLit
 from mkpolicy.engine.expressions import POLICY_VARIABLES
+
+
+def pointer(tokens: Iterable[str]) -> str:
+    """``tokens`` as a JSON pointer (``~`` written ``~0``, ``/`` written ``~1``)."""
+    return "".join("/" + token.replace("~", "~0").replace("/", "~1") for token in tokens)
+
 
 #: One step of a field path: a field name or map key, a list index, or None when computed.
 Segment = str | int | None
@@ -241,11 +247,7 @@ class FieldWrite:
 
     def pointer(self) -> str:
         """The path as a JSON pointer (computed keys shown as ``*``)."""
-        out = ""
-        for seg in self.path:
-            text = "*" if seg is None else str(seg).replace("~", "~0").replace("/", "~1")
-            out += "/" + text
-        return out
+        return pointer("*" if seg is None else str(seg) for seg in self.path)
 
 
 def object_writes(node: Node) -> list[FieldWrite]:

@@ -12,8 +12,8 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from mkpolicy.errors import InputError, Location, MkpolicyError, PolicyError
-from mkpolicy.lint.findings import Finding
+from mkpolicy.check.findings import Finding
+from mkpolicy.errors import InputError, Location, PolicyError
 from mkpolicy.policy import API_VERSION, KIND, FrameworkPolicy
 from mkpolicy.policy.loader import (
     describe_document,
@@ -32,7 +32,7 @@ class Collected:
 
     policies: list[FrameworkPolicy] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
-    input_errors: list[MkpolicyError] = field(default_factory=list)
+    input_errors: list[PolicyError] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
 
 
