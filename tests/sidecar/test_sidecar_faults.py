@@ -256,6 +256,7 @@ def test_expired_watches_resume(tmp_path: Path) -> None:
         asyncio.run(scenario())
 
 
+@pytest.mark.loopback_only("runs Kueue's model, which configures MultiKueue in kueue-system")
 def test_sidecar_restarted_mid_watch_loses_no_status_update(tmp_path: Path) -> None:
     """Kueue (the model) watches the workers through the sidecar; the sidecar stops, the workers'
     jobs progress, the sidecar comes back on the same endpoints: Kueue reconnects (its backoff)
