@@ -169,7 +169,8 @@ def test_bookmarks_and_timeout_end_the_stream_cleanly(apiserver_factory: Callabl
     assert 0.9 < time.monotonic() - start < 3
     assert events[0]["type"] == "ADDED"
     bookmarks = [e for e in events if e["type"] == "BOOKMARK"]
-    assert len(bookmarks) == 3  # at 0.3 s, 0.6 s and 0.9 s (1 s deadline - 0.1 s lead)
+    # at 0.3 s, 0.6 s and 0.9 s (1 s deadline - 0.1 s lead); one fewer when a late one passes 0.9 s
+    assert len(bookmarks) in (2, 3)
     assert bookmarks[-1]["object"] == {
         "kind": "ConfigMap", "apiVersion": "v1", "metadata": {"resourceVersion": str(srv.resource_version)},
     }  # fmt: skip
@@ -203,7 +204,7 @@ def test_bookmarks_flow_between_events_and_not_without_asking(apiserver_factory:
         thread.join()
         for r in raws:
             r.close()
-    assert sum(e["type"] == "BOOKMARK" for e in busy) == 3  # 0.2 s, 0.4 s, 0.5 s (2 s - 1.5 s lead)
+    assert sum(e["type"] == "BOOKMARK" for e in busy) in (2, 3)  # 0.2 s, 0.4 s, 0.5 s (2 s - 1.5 s lead)
     assert sum(e["type"] == "ADDED" for e in busy) >= 10
     assert not any(e["type"] == "BOOKMARK" for e in unasked)
     assert not any(e["type"] == "BOOKMARK" for e in short)

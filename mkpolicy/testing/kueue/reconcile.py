@@ -217,8 +217,6 @@ class Reconciler:
         # 3. a remote finished
         finished, where = group.best_match("Finished")
         if finished is not None:
-            client = group.clients[where].client
-            assert client is not None
             await self._sync(group, where, "finished")
             await model.patch_workload_status(
                 local, {"conditions": _set_condition(local, "Finished", "True", str(finished.get("reason") or ""),
