@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, TypeVar
+
+log = logging.getLogger("mkpolicy.testing.kueue")
 
 K = TypeVar("K", bound=Hashable)
 
@@ -96,7 +99,8 @@ class WorkQueue(Generic[K]):
                 requeue = await self._reconcile(key)
             except asyncio.CancelledError:
                 raise
-            except Exception:  # the reconcile logged it; retry with backoff
+            except Exception as exc:  # retried with backoff, as controller-runtime does
+                log.debug("%s: reconcile of %s failed: %s", self.name, key, exc)
                 self._processing.discard(key)
                 self.add_rate_limited(key)
             else:
