@@ -21,7 +21,7 @@ def test_core_and_group_documents(raw: Raw, apiserver: ApiServer) -> None:
     assert api["serverAddressByClientCIDRs"][0]["serverAddress"] == f"127.0.0.1:{apiserver.port}"
     core = raw.request("GET", "/api/v1").json
     by_name = {r["name"]: r for r in core["resources"]}
-    assert set(by_name) == {"configmaps", "namespaces", "namespaces/status", "secrets"}
+    assert set(by_name) == {"configmaps", "events", "namespaces", "namespaces/status", "secrets"}
     assert by_name["configmaps"]["shortNames"] == ["cm"] and by_name["configmaps"]["namespaced"] is True
     assert by_name["namespaces"]["namespaced"] is False
     assert by_name["namespaces/status"]["verbs"] == ["get", "patch", "update"]

@@ -87,4 +87,10 @@ def test_apiserver_factory_options(apiserver_factory) -> None:
     assert plain.url.startswith("http://")
     names = [n["metadata"]["name"] for n in plain.list("v1", "Namespace")]
     assert names == ["default", "team"]
-    assert {rt.group for rt in plain.resource_types()} == {"", "batch", "coordination.k8s.io", "apiextensions.k8s.io"}
+    assert {rt.group for rt in plain.resource_types()} == {
+        "",
+        "batch",
+        "coordination.k8s.io",
+        "apiextensions.k8s.io",
+        "events.k8s.io",
+    }
