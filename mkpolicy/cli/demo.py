@@ -2,11 +2,12 @@
 
 Starts three loopback Kubernetes API servers (a manager and two workers, with the
 Tekton and Kueue CRDs), the sidecar with the Tekton policy (wired into the
-MultiKueueCluster Secrets with --wire), and a driver that performs Kueue's
-generic-adapter protocol through it. A PipelineRun is submitted on the manager,
-dispatched to a worker, run there (its status written as Tekton would), and its
-status flows back to the manager as the policy says. Every step is checked against
-the policy engine; the exit code is 0 when all checks pass.
+MultiKueueCluster Secrets with --wire), and a model of Kueue's MultiKueue controllers
+(v0.19.2 unless --kueue says otherwise) that connects through the sidecar and sends what
+Kueue sends. A PipelineRun is submitted on the manager, dispatched to a worker, run there
+(its status written as Tekton would), its status flows back to the manager as the policy
+says, and its copies are removed when it finishes. Every step is checked against the
+policy engine, and the requests Kueue sent are listed; the exit code is 0 when all checks pass.
 """
 
 from __future__ import annotations
@@ -23,10 +24,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--worker", choices=["worker1", "worker2"], default="worker1", help="where Kueue dispatches")
     parser.add_argument(
+        "--kueue",
+        metavar="VERSION",
+        default="0.19.2",
+        help="the Kueue version whose requests are replayed: 0.15 .. 0.19.2, or main (default: 0.19.2)",
+    )
+    parser.add_argument(
         "--identifier",
         choices=["annotation", "label"],
-        default="annotation",
-        help="where Kueue records the workload name: annotation (Kueue >= 0.18) or label",
+        default=None,
+        help="where Kueue records the workload name (its WorkloadIdentifierAnnotations gate; "
+        "default: the version's, the annotation from 0.18)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="show the sidecar's JSON logs")
 
@@ -38,13 +46,23 @@ def run(args: argparse.Namespace) -> int:
     from mkpolicy.cli.common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, error
     from mkpolicy.cli.demo_scenario import DemoFailed, Scenario, find_inputs
     from mkpolicy.errors import MkpolicyError
+    from mkpolicy.testing.kueue import KueueVersion
 
     try:
         inputs = find_inputs(args.policy, args.pipelinerun)
+        version = KueueVersion.parse(args.kueue)
     except MkpolicyError as exc:
         error(exc)
         return EXIT_USAGE
-    scenario = Scenario(inputs, worker=args.worker, identifier=args.identifier, verbose=args.verbose)
+    except ValueError as exc:
+        print(f"mkpolicy demo: --kueue: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.identifier == "annotation" and not version.identifier_gate:
+        print(f"mkpolicy demo: --identifier annotation: Kueue {version.name} writes the label only", file=sys.stderr)
+        return EXIT_USAGE
+    scenario = Scenario(
+        inputs, worker=args.worker, identifier=args.identifier, kueue_version=args.kueue, verbose=args.verbose
+    )
     try:
         asyncio.run(scenario.run())
     except DemoFailed as exc:

@@ -1,9 +1,12 @@
-"""The ``mkpolicy demo`` scenario: loopback clusters, the sidecar, Kueue's protocol, checks.
+"""The ``mkpolicy demo`` scenario: loopback clusters, the sidecar, Kueue's model, checks.
 
-Everything Kueue would do goes over HTTPS: it reads each MultiKueueCluster's Secret
-(rewritten by ``--wire``), holds the kubeconfig to Kueue's rules and talks to the
-sidecar; the sidecar talks to the workers with their real kubeconfigs, read from the
-same Secrets. Each step is compared with what the policy engine computes.
+Kueue is :mod:`mkpolicy.testing.kueue`, a model of its MultiKueue controllers read from
+Kueue's Go code (v0.19.2 by default): it reads each MultiKueueCluster's Secret (rewritten
+by ``--wire``), holds the kubeconfig to Kueue's rules, connects through the sidecar and
+sends what Kueue sends (discovery, watches, ownership checks, creations, status
+write-back, removals). The sidecar talks to the workers with their real kubeconfigs, read
+from the same Secrets. What the rest of Kueue does (quota, admission on a worker,
+finishing) is played by the demo. Each step is compared with what the policy engine computes.
 """
 
 from __future__ import annotations
@@ -25,17 +28,18 @@ import mkpolicy
 import mkpolicy.yamldata as yamldata
 from mkpolicy.errors import InputError, Location, MkpolicyError
 from mkpolicy.jsonvalues import apply_merge_patch
-from mkpolicy.kube.client import KubeClient, ResourceInfo
-from mkpolicy.kube.kubeconfig import KUBECONFIG_SECRET_KEY, check_kueue_rules, parse_kubeconfig, rest_config
+from mkpolicy.kube.kubeconfig import KUBECONFIG_SECRET_KEY, parse_kubeconfig
 from mkpolicy.sidecar import Sidecar, config_from_dict, setup_logging, unwire_all
-from mkpolicy.testing import ApiServer
-from mkpolicy.testing.kueue_driver import GenericAdapter
+from mkpolicy.testing.kueue import Kueue, Sent
+from mkpolicy.testing.kueue.env import MultiKueueEnv, loopback_multikueue
 
 WORKERS = ("worker1", "worker2")
 NAMESPACE = "kueue-system"
-CRDS = ["pipelineruns.tekton.dev", "multikueueclusters.kueue.x-k8s.io"]
 PR = ("tekton.dev/v1", "PipelineRun")
+WL = ("kueue.x-k8s.io/v1beta2", "Workload")
 SERVER_METADATA = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields")
+#: Real seconds per Kueue second: Kueue's 1 s event batching takes 10 ms.
+TIME_SCALE = 0.01
 
 
 class DemoFailed(MkpolicyError):
@@ -122,13 +126,15 @@ class Scenario:
         inputs: Inputs,
         *,
         worker: str = "worker1",
-        identifier: Literal["annotation", "label"] = "annotation",
+        identifier: Literal["annotation", "label"] | None = None,
+        kueue_version: str = "0.19.2",
         verbose: bool = False,
         out: TextIO | None = None,
     ) -> None:
         self.inputs = inputs
         self.worker = worker
         self.identifier = identifier
+        self.kueue_version = kueue_version
         self.verbose = verbose
         self.out = out or sys.stdout
         self.step = 0
@@ -151,12 +157,37 @@ class Scenario:
             raise DemoFailed(f"check failed: {what}{detail}")
         print(f"    ok: {what}", file=self.out)
 
+    def show_wire(self, sent: list[Sent]) -> None:
+        """Requests as Kueue sent them: method, path and query, Accept (abridged), answer."""
+        for s in sent:
+            accept = s.headers.get("Accept", "")
+            if "as=PartialObjectMetadata" in accept:
+                accept = "PartialObjectMetadata"
+            elif "apidiscovery" in accept:
+                accept = "aggregated discovery"
+            body = ""
+            if s.method == "DELETE" and s.body:
+                body = " " + json.dumps(
+                    {k: v for k, v in json.loads(s.body).items() if k not in ("kind", "apiVersion")}
+                )
+            answer = s.status if s.status is not None else (s.error or "open")
+            self.show(f"{s.method:6} {s.url}{body}  [{accept}] -> {answer}", indent=6)
+
+    async def wait(self, model: Kueue, check: Any, what: str) -> Any:
+        try:
+            return await model.wait_for(check, 15, what)
+        except TimeoutError as exc:
+            raise DemoFailed(f"{exc}") from None
+
     # -- the scenario -----------------------------------------------------------------------
     async def run(self) -> None:
         started = time.monotonic()
         setup_logging("info" if self.verbose else "warning", sys.stderr)
         logging.getLogger("aiohttp").setLevel(logging.ERROR)
-        print("mkpolicy demo: Kueue MultiKueue with the mkpolicy sidecar, on loopback API servers", file=self.out)
+        print(
+            f"mkpolicy demo: Kueue {self.kueue_version} MultiKueue with the mkpolicy sidecar, on loopback API servers",
+            file=self.out,
+        )
         with tempfile.TemporaryDirectory(prefix="mkpolicy-demo-") as tmp:
             await self._run(Path(tmp))
         elapsed = time.monotonic() - started
@@ -178,56 +209,28 @@ class Scenario:
             raise DemoFailed(f"{self.inputs.policy}: expected one FrameworkPolicy for PipelineRun.v1.tekton.dev")
         return directory, mkpolicy.compile(policies[0])
 
-    def _pipelinerun(self) -> tuple[dict[str, Any], str]:
-        """The PipelineRun as a user submits it, and the workload name Kueue gives it."""
+    def _pipelinerun(self) -> dict[str, Any]:
+        """The PipelineRun as a user submits it."""
         obj = yamldata.load_object(str(self.inputs.pipelinerun))
         meta = obj.setdefault("metadata", {})
-        workloads = [r["name"] for r in meta.get("ownerReferences") or [] if r.get("kind") == "Workload"]
-        workload = workloads[0] if workloads else f"pipelinerun-{meta.get('name')}"
         for key in (*SERVER_METADATA, "ownerReferences", "finalizers"):
             meta.pop(key, None)
         meta.setdefault("namespace", "default")
-        return obj, workload
+        return obj
 
     async def _run(self, tmp: Path) -> None:
         policies, adapter = self._policy_dir(tmp)
-        submitted, workload = self._pipelinerun()
+        submitted = self._pipelinerun()
         namespace = submitted["metadata"]["namespace"]
-
-        servers: list[ApiServer] = []
-        try:
-            manager = ApiServer("manager", bundled=CRDS, namespaces=["default", NAMESPACE, namespace]).start()
-            servers.append(manager)
-            workers = {}
-            for worker in WORKERS:
-                workers[worker] = ApiServer(worker, bundled=CRDS[:1], namespaces=["default", namespace]).start()
-                servers.append(workers[worker])
+        with loopback_multikueue(WORKERS, namespace=namespace) as env:
             self.say("clusters (loopback API servers, TLS, bearer tokens)")
-            for server in servers:
+            for server in (env.manager, *env.workers.values()):
                 self.show(f"{server.name:8} {server.url}")
-            for worker, server in workers.items():
-                kubeconfig = yaml.safe_dump(server.kubeconfig(cluster=worker)).encode()
-                manager.create(
-                    {
-                        "apiVersion": "v1",
-                        "kind": "Secret",
-                        "metadata": {"name": f"{worker}-secret", "namespace": NAMESPACE},
-                        "data": {KUBECONFIG_SECRET_KEY: base64.b64encode(kubeconfig).decode()},
-                    }
-                )
-                manager.create(
-                    {
-                        "apiVersion": "kueue.x-k8s.io/v1beta2",
-                        "kind": "MultiKueueCluster",
-                        "metadata": {"name": worker},
-                        "spec": {
-                            "clusterSource": {"kubeConfig": {"locationType": "Secret", "location": f"{worker}-secret"}}
-                        },
-                    }
-                )
-            self.show("manager: MultiKueueClusters worker1, worker2 with their kubeconfig Secrets in kueue-system")
-
-            manager_kubeconfig = manager.write_kubeconfig(tmp / "manager.kubeconfig")
+            self.show(
+                "manager: MultiKueueClusters worker1, worker2 (their own kubeconfigs in Secrets in kueue-system),"
+                " MultiKueueConfig and AdmissionCheck 'multikueue'"
+            )
+            manager_kubeconfig = env.manager.write_kubeconfig(tmp / "manager.kubeconfig")
             config = config_from_dict(
                 {
                     "listen": {"basePort": 0},
@@ -248,7 +251,7 @@ class Scenario:
                     self.show(f"{worker} endpoint {sidecar.endpoint(worker)}")
                 wired = await sidecar.wire()
                 self.show("--wire: " + ", ".join(f"{NAMESPACE}/{w}-secret {r}" for w, r in wired.items()))
-                await self._kueue(manager, workers, adapter, submitted, workload)
+                await self._kueue(env, sidecar, adapter, submitted)
                 self.say("metrics (mkpolicy_sidecar_*, as Prometheus scrapes them on the ops port)")
                 self._metrics(sidecar)
             finally:
@@ -256,95 +259,103 @@ class Scenario:
             restored = await unwire_all(config)
             self.say("--unwire: " + ", ".join(f"{NAMESPACE}/{w}-secret {r}" for w, r in restored.items()))
             for worker in WORKERS:
-                secret = manager.get("v1", "Secret", f"{worker}-secret", NAMESPACE)
+                secret = env.manager.get("v1", "Secret", f"{worker}-secret", NAMESPACE)
                 raw = base64.b64decode(secret["data"][KUBECONFIG_SECRET_KEY])
                 server = parse_kubeconfig(raw)["clusters"][0]["cluster"]["server"]
-                self.check(server == workers[worker].url, f"{worker}-secret points at {worker} again")
-        finally:
-            for server in reversed(servers):
-                server.stop()
+                self.check(server == env.workers[worker].url, f"{worker}-secret points at {worker} again")
 
     async def _kueue(
-        self,
-        manager: ApiServer,
-        workers: dict[str, ApiServer],
-        adapter: mkpolicy.Adapter,
-        submitted: dict[str, Any],
-        workload: str,
+        self, env: MultiKueueEnv, sidecar: Sidecar, adapter: mkpolicy.Adapter, submitted: dict[str, Any]
     ) -> None:
-        """Kueue's side: read the wired Secrets, dispatch, write status back, delete."""
+        """Kueue's side, from its model: connect, dispatch, sync, finish, remove."""
         namespace, name = submitted["metadata"]["namespace"], submitted["metadata"]["name"]
-        clients = {}
-        for worker in WORKERS:
-            secret = manager.get("v1", "Secret", f"{worker}-secret", NAMESPACE)
-            kubeconfig = parse_kubeconfig(base64.b64decode(secret["data"]["kubeconfig"]), f"Secret {worker}-secret")
-            check_kueue_rules(kubeconfig, f"Secret {worker}-secret")
-            clients[worker] = KubeClient(rest_config(kubeconfig))
-        self.check(
-            all(c.config.server.startswith("https://127.0.0.1:") for c in clients.values()),
-            "Kueue's kubeconfigs (from the wired Secrets) pass its rules and point at the sidecar",
-        )
-        manager_client = KubeClient(rest_config(manager.kubeconfig()))
-        info = ResourceInfo("tekton.dev", "v1", "PipelineRun", "pipelineruns", True)
-        kueue = GenericAdapter(manager_client, clients, info, identifier=self.identifier)
-        cluster = self.worker
-        ctx = mkpolicy.Context(workload, "multikueue", cluster, None, self.identifier)
-        try:
-            self.say(f"a user submits PipelineRun {namespace}/{name} on the manager")
-            manager.create(submitted)
-            local = manager.get(*PR, name, namespace)
-            self.show(
-                f"spec.managedBy: {local['spec'].get('managedBy')!r}, spec.status: {local['spec'].get('status')!r}"
+        cluster, other = self.worker, WORKERS[1 - WORKERS.index(self.worker)]
+        settings: dict[str, Any] = {"version": self.kueue_version, "time_scale": TIME_SCALE, "gc_interval": 1e6}
+        if self.identifier is not None:
+            settings["identifier"] = self.identifier
+        async with env.kueue(**settings) as kueue:
+            self.say(f"Kueue {kueue.settings.version.name} reads the wired Secrets and connects through the sidecar")
+            await self.wait(kueue, lambda: all(kueue.connection(w).active for w in WORKERS), "workers Active")
+            servers = {str(r.client.config.server) for r in kueue.remotes.values() if r.client is not None}
+            self.check(
+                servers == {sidecar.endpoint(w) for w in WORKERS},
+                "the kubeconfigs pass Kueue's rules and point at the sidecar; both MultiKueueClusters are Active",
             )
-            managed, reason = await kueue.is_managed(namespace, name)
-            self.check(managed, f"Kueue sees the PipelineRun as managed by MultiKueue {reason}".rstrip())
+            self.show(f"what Kueue sent {cluster} to connect (discovery, then one watch per kind):")
+            self.show_wire(kueue.requests(cluster))
+            mark = len(kueue.requests(cluster))
 
-            self.say(f"Kueue dispatches workload {workload} to {cluster}: POST through the sidecar")
-            result = await kueue.sync_job(cluster, namespace, name, workload)
-            self.check(result == "created", "the worker copy was created", "created", result)
-            copy = workers[cluster].get(*PR, name, namespace)
+            self.say(f"a user submits PipelineRun {namespace}/{name}; Kueue gives it a Workload and quota")
+            local = env.manager.create(submitted)
+            workload = env.core.submit(local)
+            self.show(f"spec.managedBy: {local['spec'].get('managedBy')!r}; Workload {workload}")
+            await self.wait(
+                kueue, lambda: kueue.outcome_kinds(namespace, workload).count("dispatched") == 2, "dispatch"
+            )
+            self.check(True, "MultiKueue copied the Workload to worker1 and worker2 (passed through)")
+
+            self.say(f"Kueue on {cluster} admits the Workload: MultiKueue creates the PipelineRun there")
+            env.worker_kueue[cluster].admit(workload, namespace)
+            await self.wait(kueue, lambda: env.workers[cluster].list(*PR, namespace=namespace), "the copy")
+            local = env.manager.get(*PR, name, namespace)
+            ctx = mkpolicy.Context(workload, kueue.settings.origin, cluster, None, kueue.identifier)
+            copy = env.workers[cluster].get(*PR, name, namespace)
             for key in SERVER_METADATA:
                 copy["metadata"].pop(key, None)
-            expected = adapter.create(local, ctx)
-            self.check(copy == expected, f"the copy on {cluster} is exactly the policy's create output")
+            self.check(
+                copy == adapter.create(local, ctx), f"the copy on {cluster} is exactly the policy's create output"
+            )
+            post = next(s for s in kueue.requests(cluster)[mark:] if s.method == "POST" and "/pipelineruns" in s.path)
+            kueue_body = post.json()
+            kueue_body["metadata"].pop("creationTimestamp", None)
             self.show("the worker copy:")
             self.show_yaml({"metadata": copy["metadata"], "spec": copy["spec"]})
-            self.show(f"what the policy changed from Kueue's generic copy ({adapter.name}):")
-            self.show("\n".join(changes(kueue.clone(local, workload), copy)) or "(nothing)", indent=6)
-            other = WORKERS[1 - WORKERS.index(cluster)]
-            self.check(not workers[other].list(*PR, namespace=namespace), f"nothing was created on {other}")
+            self.show(f"what the policy changed from the body Kueue sent ({adapter.name}):")
+            self.show("\n".join(changes(kueue_body, copy)) or "(nothing)", indent=6)
+            await self.wait(kueue, lambda: not env.workers[other].list(*WL, namespace=namespace), f"{other} cleared")
+            self.check(not env.workers[other].list(*PR, namespace=namespace), f"nothing was created on {other}")
+            env.worker_kueue[cluster].adopt(workload, namespace, *PR)
 
             for done, label in ((False, "is running"), (True, "has succeeded")):
                 self.say(f"Tekton on {cluster}: the PipelineRun {label}; Kueue copies the status back")
-                workers[cluster].patch(
-                    *PR, name, {"status": _tekton_status(done)}, namespace=namespace, subresource="status"
-                )
-                before = manager.get(*PR, name, namespace)
-                remote = workers[cluster].get(*PR, name, namespace)
-                result = await kueue.sync_job(cluster, namespace, name, workload)
-                self.check(result == "synced", "Kueue wrote the manager's status subresource", "synced", result)
-                after = manager.get(*PR, name, namespace)
+                before = env.manager.get(*PR, name, namespace)
+                env.workers[cluster].patch(*PR, name, {"status": _tekton_status(done)}, namespace=namespace,
+                                           subresource="status")  # fmt: skip
+                remote = env.workers[cluster].get(*PR, name, namespace)
                 patch = adapter.sync(before, remote, ctx)
                 want = apply_merge_patch(before, patch).get("status") if patch else before.get("status")
-                self.check(after.get("status") == want, "the manager's status is exactly the policy's sync output")
+                await self.wait(kueue, lambda w=want: env.manager.get(*PR, name, namespace).get("status") == w, "sync")
+                after = env.manager.get(*PR, name, namespace)
+                self.check(True, "the manager's status is exactly the policy's sync output (a merge patch of /status)")
                 left = sorted(set(remote["status"]) - set(after["status"]))
                 self.show("manager status now:")
                 self.show_yaml(after["status"])
                 self.show(f"left on the worker: {', '.join(left) or 'nothing'}")
-            rv = manager.get(*PR, name, namespace)["metadata"]["resourceVersion"]
-            result = await kueue.sync_job(cluster, namespace, name, workload)
-            self.check(
-                result == "unchanged" and manager.get(*PR, name, namespace)["metadata"]["resourceVersion"] == rv,
-                "one more reconcile writes nothing",
+            patches = sum(s.method == "PATCH" and s.path.endswith(f"/{name}/status") for s in kueue.requests("manager"))
+            done_before = kueue.workloads_queue.done
+            kueue.workloads_queue.add((namespace, workload))
+            await self.wait(
+                kueue, lambda: kueue.workloads_queue.done > done_before and kueue.workloads_queue.idle, "reconcile"
             )
+            again = sum(s.method == "PATCH" and s.path.endswith(f"/{name}/status") for s in kueue.requests("manager"))
+            self.check(again == patches, "one more reconcile writes nothing")
 
-            self.say(f"the workload finished: Kueue deletes the copy on {cluster} (propagation Background)")
-            self.check(await kueue.delete_remote(cluster, namespace, name), "deleted")
-            self.check(not workers[cluster].list(*PR, namespace=namespace), f"{cluster} holds no PipelineRun")
-        finally:
-            await manager_client.close()
-            for client in clients.values():
-                await client.close()
+            self.say(f"Kueue on {cluster} finishes the Workload: MultiKueue finishes it and removes the copies")
+            env.worker_kueue[cluster].finish(workload, namespace)
+            await self.wait(kueue, lambda: not env.workers[cluster].list(*PR, namespace=namespace), "the copy removed")
+            await self.wait(kueue, lambda: not env.workers[cluster].list(*WL, namespace=namespace), "workload removed")
+            self.check("finished" in kueue.outcome_kinds(namespace, workload), "the manager's Workload is Finished")
+            self.check(True, f"{cluster} holds no PipelineRun and no Workload")
+
+            sent = kueue.requests(cluster)[mark:]
+            await self.wait(kueue, lambda: all(s.status is not None or s.error for s in sent), "answers")
+            self.say(f"the wire: every request Kueue sent {cluster} through the sidecar after connecting")
+            self.show_wire(sent)
+            if any(s.status == 409 for s in sent):
+                self.show(
+                    "(409: the loopback server's garbage collector is immediate: deleting the PipelineRun changed the"
+                    " Workload it owns before Kueue's PUT; Kueue retries)"
+                )
 
     def _metrics(self, sidecar: Sidecar) -> None:
         registry = sidecar.metrics.registry

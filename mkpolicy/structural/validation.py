@@ -130,7 +130,25 @@ def _validator_class() -> Any:
         if check is not None and isinstance(instance, str) and not check(instance):
             yield ValidationError(f"must be of type {value}")
 
+    def go_pattern(validator: Any, value: Any, instance: Any, schema: Mapping[str, Any]) -> Iterator[Any]:
+        # Kubernetes validates patterns with Go's regexp (RE2 syntax): Python's re refuses
+        # e.g. "^(?i)[a-z]+$", which Kueue's AdmissionCheck CRD uses.
+        from jsonschema import ValidationError
+
+        if isinstance(instance, str) and isinstance(value, str):
+            import re2
+
+            options = re2.Options()
+            options.log_errors = False
+            try:
+                found = re2.compile(value, options).search(instance)
+            except re2.error:
+                return  # an invalid pattern is the CRD's problem, refused when it is registered
+            if found is None:
+                yield ValidationError(f"{instance!r} does not match {value!r}")
+
     checks = dict(Draft4Validator.VALIDATORS)
+    checks["pattern"] = go_pattern
     checks["type"] = nullable(checks["type"])
     checks["enum"] = nullable(checks["enum"])
     checks["x-kubernetes-int-or-string"] = int_or_string

@@ -2,8 +2,10 @@
 
 ``mkpolicy.testing.ApiServer`` is :class:`mkpolicy.testing.apiserver.ApiServer`;
 pytest fixtures live in :mod:`mkpolicy.testing.fixtures`, and real clusters as an opt-in
-target of the same tests in :mod:`mkpolicy.testing.targets` (docs/testing.md). Names are
-imported lazily so that importing this package stays cheap.
+target of the same tests in :mod:`mkpolicy.testing.targets` (docs/testing.md). Kueue's
+MultiKueue, modelled from its code, is :mod:`mkpolicy.testing.kueue`; kubectl as a test
+client :mod:`mkpolicy.testing.kubectl`. Names are imported lazily so that importing this
+package stays cheap.
 """
 
 from __future__ import annotations

@@ -1,7 +1,14 @@
 """End-to-end harness: a manager and two workers on the loopback API server, the sidecar between.
 
-The API servers run in background threads; the sidecar and the Kueue driver run in
-the test's event loop (``asyncio.run``), talking to them over TCP and TLS.
+The API servers run in background threads; the sidecar and Kueue's model
+(:mod:`mkpolicy.testing.kueue`) run in the test's event loop (``asyncio.run``), talking
+to them over TCP and TLS. Two ways to play Kueue:
+
+- ``kueue(env, sidecar)``: :class:`~mkpolicy.testing.kueue.steps.KueueSteps`, the generic
+  adapter's steps one at a time (``sync_job``, ``remove``), through the sidecar;
+- ``multikueue(env, sidecar)``: the whole model (:class:`~mkpolicy.testing.kueue.Kueue`)
+  on the manager, its MultiKueueCluster Secrets wired to the sidecar, with the rest of
+  Kueue (``env.core``, ``env.worker_kueue``) for the test to drive.
 
 With ``MKPOLICY_E2E_*`` kubeconfigs (docs/testing.md) the three clusters are real ones
 instead, and the test works in a namespace created for it (``env.ns``) rather than
@@ -25,13 +32,16 @@ from mkpolicy.kube.kubeconfig import rest_config
 from mkpolicy.sidecar import Sidecar, SidecarConfig, config_from_dict
 from mkpolicy.testing import ApiServer
 from mkpolicy.testing.fixtures import real_cluster_targets, target_config
-from mkpolicy.testing.kueue_driver import GenericAdapter
+from mkpolicy.testing.kueue import Kueue
+from mkpolicy.testing.kueue.env import CRDS as KUEUE_CRDS
+from mkpolicy.testing.kueue.env import MultiKueueEnv, kubeconfig_bytes
+from mkpolicy.testing.kueue.steps import KueueSteps
 from mkpolicy.testing.targets import ROLES, RealCluster
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICIES = ROOT / "policies"
 DATA = Path(__file__).parent / "data"
-CRDS = ["pipelineruns.tekton.dev", "multikueueclusters.kueue.x-k8s.io", "workloads.kueue.x-k8s.io"]
+CRDS = list(KUEUE_CRDS)
 PIPELINERUNS = ResourceInfo("tekton.dev", "v1", "PipelineRun", "pipelineruns", True)
 WORKERS = ("worker1", "worker2")
 #: Metadata the API server sets on create (not part of what the sidecar sends).
@@ -71,8 +81,9 @@ class Clusters:
 
 
 @contextlib.contextmanager
-def clusters(tmp: Path) -> Iterator[Clusters]:
-    """Start the three API servers (Tekton and Kueue CRDs), stop them afterwards.
+def clusters(tmp: Path, **server_options: Any) -> Iterator[Clusters]:
+    """Start the three API servers (Tekton and Kueue CRDs), stop them afterwards
+    (``server_options``: :class:`ApiServer` knobs, e.g. ``bookmark_interval``).
 
     On real clusters: the three clusters, with a namespace created for the test (deleted afterwards).
     """
@@ -85,11 +96,13 @@ def clusters(tmp: Path) -> Iterator[Clusters]:
         return
     servers: list[ApiServer] = []
     try:
-        manager = ApiServer("manager", bundled=CRDS, namespaces=["default", "kueue-system", "team-a"]).start()
+        manager = ApiServer(
+            "manager", bundled=CRDS, namespaces=["default", "kueue-system", "team-a"], **server_options
+        ).start()
         servers.append(manager)
         workers = {}
         for name in WORKERS:
-            workers[name] = ApiServer(name, bundled=CRDS, namespaces=["default", "team-a"]).start()
+            workers[name] = ApiServer(name, bundled=CRDS, namespaces=["default", "team-a"], **server_options).start()
             servers.append(workers[name])
         env = Clusters(manager, workers, tmp)
         for name, srv in [("manager", manager), *workers.items()]:
@@ -129,16 +142,51 @@ def client(kubeconfig: dict[str, Any]) -> KubeClient:
 
 
 @contextlib.asynccontextmanager
-async def kueue(env: Clusters, sidecar: Sidecar, identifier: str = "annotation") -> AsyncIterator[GenericAdapter]:
-    """Kueue's generic adapter: the manager directly, the workers through the sidecar."""
-    manager = client(env.manager.kubeconfig())
-    workers = {w: client(sidecar.kubeconfig(w)) for w in WORKERS}
+async def kueue(
+    env: Clusters, sidecar: Sidecar, identifier: str | None = None, **options: Any
+) -> AsyncIterator[KueueSteps]:
+    """Kueue's generic adapter, step by step: the manager directly, the workers through the sidecar
+    (with the kubeconfigs the sidecar generates, held to Kueue's rules). No client-side rate
+    limit unless ``qps`` is given: these tests drive steps, not Kueue's pace."""
+    options.setdefault("qps", None)
+    steps = KueueSteps(
+        env.manager.kubeconfig(),
+        {w: sidecar.kubeconfig(w) for w in WORKERS},
+        identifier=identifier,  # type: ignore[arg-type]
+        **options,
+    )
     try:
-        yield GenericAdapter(manager, workers, PIPELINERUNS, identifier=identifier)  # type: ignore[arg-type]
+        yield steps
     finally:
-        await manager.close()
-        for c in workers.values():
-            await c.close()
+        await steps.close()
+
+
+def worker_secret_config(env: Clusters, **overrides: Any) -> SidecarConfig:
+    """A sidecar config that reads each worker's kubeconfig from its MultiKueueCluster Secret."""
+    workers = [{"name": w, "kubeconfig": {"secret": {"name": f"{w}-secret"}}} for w in WORKERS]
+    return env.config(manager={"namespace": "kueue-system"}, workers=workers, **overrides)
+
+
+@contextlib.asynccontextmanager
+async def multikueue(
+    env: Clusters, policies: Path, *, sidecar_config: dict[str, Any] | None = None, **settings: Any
+) -> AsyncIterator[tuple[MultiKueueEnv, Sidecar, Kueue]]:
+    """The production setup: MultiKueue configured on the manager with each worker's own
+    kubeconfig in its Secret; the sidecar reading them and wiring the Secrets to its
+    endpoints (``--wire``); Kueue's model on the manager (``settings``: ``version``,
+    ``time_scale``, ... of :class:`~mkpolicy.testing.kueue.Kueue`; ``time_scale`` 0.01 by default)."""
+    mk = MultiKueueEnv(env.manager, dict(env.workers), env.ns)  # type: ignore[arg-type]
+    mk.configure()
+    settings.setdefault("time_scale", 0.01)
+    async with running(worker_secret_config(env, **(sidecar_config or {})), policies) as sidecar:
+        await sidecar.wire()
+        async with mk.kueue(**settings) as model:
+            yield mk, sidecar, model
+
+
+def sidecar_kubeconfigs(sidecar: Sidecar) -> dict[str, bytes]:
+    """What Kueue reads from wired Secrets: the sidecar's kubeconfig per worker."""
+    return {w: kubeconfig_bytes(sidecar.kubeconfig(w)) for w in WORKERS}
 
 
 def pipelinerun(name: str, namespace: str = "team-a", **spec: Any) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -42,11 +43,18 @@ def test_demo_runs_and_checks_every_step() -> None:
     out = proc.stdout
     for needle in (
         "--wire: kueue-system/worker1-secret updated",
+        "Kueue v0.19.2 reads the wired Secrets and connects through the sidecar",
+        "ok: the kubeconfigs pass Kueue's rules and point at the sidecar",
+        "/apis/tekton.dev/v1/pipelineruns?allowWatchBookmarks=true&labelSelector=kueue.x-k8s.io%2Fmultikueue-origin"
+        "%3Dmultikueue&watch=true  [application/json] -> 200",
         "ok: the copy on worker1 is exactly the policy's create output",
         "- /spec/status",
         "ok: the manager's status is exactly the policy's sync output",
         "left on the worker: observedGeneration, pipelineSpec, provenance",
         "ok: one more reconcile writes nothing",
+        "ok: worker1 holds no PipelineRun and no Workload",
+        "/pipelineruns/build-and-test  [PartialObjectMetadata] -> 200",
+        '/pipelineruns/build-and-test {"propagationPolicy": "Background"}  [application/json] -> 200',
         "--unwire: kueue-system/worker1-secret restored",
         "every step matched what the policy says",
     ):
@@ -55,12 +63,19 @@ def test_demo_runs_and_checks_every_step() -> None:
     assert elapsed < 30
 
 
-def test_demo_other_worker_and_label_mode() -> None:
-    proc = mkpolicy_cmd("demo", "--worker", "worker2", "--identifier", "label")
+def test_demo_other_worker_label_mode_and_an_older_kueue() -> None:
+    """Kueue 0.17 (the label, no ownership check, the whole object as POST body) to worker2."""
+    proc = mkpolicy_cmd("demo", "--worker", "worker2", "--kueue", "0.17.5")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "to worker2: POST through the sidecar" in proc.stdout
-    assert "kueue.x-k8s.io/prebuilt-workload-name: pipelinerun-build-and-test-7c1f2" in proc.stdout
+    assert "Kueue v0.17.5 reads the wired Secrets" in proc.stdout
+    assert "Kueue on worker2 admits the Workload" in proc.stdout
+    assert re.search(r"labels:\n(.*\n)*? +kueue.x-k8s.io/prebuilt-workload-name: pipelinerun-build-and-test-[0-9a-f]{5}\n",
+                     proc.stdout)  # fmt: skip
     assert "ok: nothing was created on worker1" in proc.stdout
+    assert "PartialObjectMetadata" not in proc.stdout  # no ownership check before 0.17.6
+    bad = mkpolicy_cmd("demo", "--kueue", "0.16", "--identifier", "annotation")
+    assert bad.returncode == 2 and "writes the label only" in bad.stderr
+    assert mkpolicy_cmd("demo", "--kueue", "1.0").returncode == 2
 
 
 def test_demo_missing_input_is_a_usage_error(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from sidecar_harness import (
     PIPELINERUNS,
     POLICIES,
     adapter_for,
+    client,
     clusters,
     eventually,
     free_ports,
@@ -27,11 +28,14 @@ from sidecar_harness import (
     pipelinerun,
     policy_dir,
     running,
+    sidecar_kubeconfigs,
 )
 
 import mkpolicy
 from mkpolicy.kube.client import ApiError, Gone
 from mkpolicy.sidecar.transform import apply_merge_patch
+from mkpolicy.testing.kueue import ApiStatusError
+from mkpolicy.testing.kueue.env import MultiKueueEnv
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -66,9 +70,9 @@ def test_worker_down_and_back(tmp_path: Path) -> None:
             async with running(env.config(), policy_dir(tmp_path, TEKTON)) as sidecar, kueue(env, sidecar) as driver:
                 env.manager.create(pipelinerun("run-1"))
                 env.worker("worker1").faults.unreachable()
-                with pytest.raises(ApiError) as info:
+                with pytest.raises(ApiStatusError) as info:
                     await driver.sync_job("worker1", "team-a", "run-1", "wl-1")
-                assert info.value.status == 503 and "worker1 is unreachable" in info.value.message
+                assert info.value.code == 503 and "worker1 is unreachable" in info.value.message
                 # the other worker is not affected
                 assert await driver.sync_job("worker2", "team-a", "run-1", "wl-1") == "created"
                 env.worker("worker1").faults.reachable()
@@ -77,8 +81,8 @@ def test_worker_down_and_back(tmp_path: Path) -> None:
                     try:
                         results.append(await driver.sync_job("worker1", "team-a", "run-1", "wl-1"))
                         break
-                    except ApiError as exc:
-                        results.append(exc.status)
+                    except ApiStatusError as exc:
+                        results.append(exc.code)
                         await asyncio.sleep(0.05)
                 assert results[-1] == "created"
                 assert worker_names(env, "worker1") == ["run-1"]
@@ -109,21 +113,24 @@ def test_manager_down_uses_the_cache_and_refuses_what_it_cannot_read(tmp_path: P
                     *PR, "cached", {"status": running_status(1)}, namespace="team-a", subresource="status"
                 )
                 env.manager.faults.unreachable()
+                w1 = client(sidecar.kubeconfig("worker1"))
                 try:
                     # a GET through the sidecar still answers from the cache
-                    obj = await driver.workers["worker1"].get(PIPELINERUNS.path("team-a", "cached"))
+                    obj = await w1.get(PIPELINERUNS.path("team-a", "cached"))
                     raw = env.worker("worker1").get(*PR, "cached", "team-a")
                     assert obj["status"] == expected_status(adapter, manager_obj, raw, "worker1", "wl-c")
                     # creating an object the cache has never seen needs the manager: 503, nothing created
                     body = driver.clone(
                         {**manager_obj, "metadata": {**manager_obj["metadata"], "name": "unseen"}}, "wl-u"
                     )
+                    body["metadata"].pop("creationTimestamp")
                     with pytest.raises(ApiError) as info:
-                        await driver.workers["worker1"].create(PIPELINERUNS.path("team-a"), body)
+                        await w1.create(PIPELINERUNS.path("team-a"), body)
                     assert info.value.status == 503 and "from the manager" in info.value.message
                     assert worker_names(env, "worker1") == ["cached"]
                 finally:
                     env.manager.faults.reachable()
+                    await w1.close()
                 # the cache reconnects and sees new objects again
                 env.manager.create(pipelinerun("later"))
                 await eventually(
@@ -147,16 +154,16 @@ def test_conflicts_are_retried_without_duplicates_or_lost_status(tmp_path: Path)
                 env.worker("worker1").faults.fail(
                     409, verb="create", resource="pipelineruns", reason="AlreadyExists", message="injected conflict"
                 )
-                with pytest.raises(ApiError) as info:
+                with pytest.raises(ApiStatusError) as info:
                     await driver.sync_job("worker1", "team-a", "run-1", "wl-1")
-                assert info.value.status == 409 and info.value.body["message"] == "injected conflict"
+                assert info.value.code == 409 and info.value.message == "injected conflict"
                 # two reconciles racing: one creates, the other gets AlreadyExists, nothing is duplicated
                 outcomes = await asyncio.gather(
                     *(driver.sync_job("worker1", "team-a", "run-1", "wl-1") for _ in range(4)), return_exceptions=True
                 )
                 assert outcomes.count("created") == 1, outcomes
                 assert all(
-                    o in ("created", "unchanged") or (isinstance(o, ApiError) and o.status == 409) for o in outcomes
+                    o in ("created", "unchanged") or (isinstance(o, ApiStatusError) and o.code == 409) for o in outcomes
                 ), outcomes
                 assert worker_names(env, "worker1") == ["run-1"]
                 # the manager's status patch conflicts once: the retry writes it, nothing lost
@@ -164,7 +171,7 @@ def test_conflicts_are_retried_without_duplicates_or_lost_status(tmp_path: Path)
                     *PR, "run-1", {"status": running_status(1)}, namespace="team-a", subresource="status"
                 )
                 env.manager.faults.fail(409, verb="patch", resource="pipelineruns", subresource="status")
-                with pytest.raises(ApiError):
+                with pytest.raises(ApiStatusError):
                     await driver.sync_job("worker1", "team-a", "run-1", "wl-1")
                 before = env.manager.get(*PR, "run-1", "team-a")
                 assert await driver.sync_job("worker1", "team-a", "run-1", "wl-1") == "synced"
@@ -178,7 +185,8 @@ def test_conflicts_are_retried_without_duplicates_or_lost_status(tmp_path: Path)
 
 @pytest.mark.loopback_only("compacts the history on demand and ends watches (410 Gone)")
 def test_expired_watches_resume(tmp_path: Path) -> None:
-    """410 Gone reaches Kueue unchanged; Kueue relists and resumes; the manager cache relists too."""
+    """A client's 410 Gone passes unchanged (Kueue never watches from a resourceVersion, but an
+    informer-style client does); it relists and resumes; the manager cache relists too."""
     with clusters(tmp_path) as env:
 
         async def scenario() -> None:
@@ -193,16 +201,24 @@ def test_expired_watches_resume(tmp_path: Path) -> None:
                     *PR, "run-1", {"status": running_status(1)}, namespace="team-a", subresource="status"
                 )
                 env.worker("worker1").compact()
+                w1 = client(sidecar.kubeconfig("worker1"))
+                selector = {"labelSelector": "kueue.x-k8s.io/multikueue-origin=multikueue"}
                 with pytest.raises(Gone):
-                    async for _ in driver.watch_remote("worker1", old_rv, timeout_seconds=5):
+                    async for _ in w1.watch(
+                        PIPELINERUNS.path(None), {**selector, "resourceVersion": old_rv}, timeout_seconds=5
+                    ):
                         pass
                 # relist through the sidecar, watch from there: later changes arrive
-                listed = await driver.workers["worker1"].get(PIPELINERUNS.path(None))
+                listed = await w1.get(PIPELINERUNS.path(None))
                 rv = listed["metadata"]["resourceVersion"]
                 seen: list[str] = []
 
                 async def watch() -> None:
-                    async for event in driver.watch_remote("worker1", rv, timeout_seconds=5):
+                    async for event in w1.watch(
+                        PIPELINERUNS.path(None), {**selector, "resourceVersion": rv}, timeout_seconds=5
+                    ):
+                        if event["type"] == "BOOKMARK":
+                            continue
                         seen.append(event["object"]["status"]["conditions"][0]["message"])
                         return
 
@@ -212,6 +228,7 @@ def test_expired_watches_resume(tmp_path: Path) -> None:
                     *PR, "run-1", {"status": running_status(2)}, namespace="team-a", subresource="status"
                 )
                 await asyncio.wait_for(task, 10)
+                await w1.close()
                 assert seen == ["step 2"]
 
                 # the manager cache: its watch ends, changes and a compaction happen before it
@@ -245,7 +262,11 @@ def test_expired_watches_resume(tmp_path: Path) -> None:
         asyncio.run(scenario())
 
 
+@pytest.mark.loopback_only("runs Kueue's model, which configures MultiKueue in kueue-system")
 def test_sidecar_restarted_mid_watch_loses_no_status_update(tmp_path: Path) -> None:
+    """Kueue (the model) watches the workers through the sidecar; the sidecar stops, the workers'
+    jobs progress, the sidecar comes back on the same endpoints: Kueue reconnects (its backoff)
+    and every job's last status reaches the manager, as the policy says."""
     adapter = adapter_for(TEKTON)
     with clusters(tmp_path) as env:
         ports = free_ports(3)
@@ -259,54 +280,54 @@ def test_sidecar_restarted_mid_watch_loses_no_status_update(tmp_path: Path) -> N
             ],
         )
         policies = policy_dir(tmp_path, TEKTON)
+        mk = MultiKueueEnv(env.manager, dict(env.workers), env.ns)  # type: ignore[arg-type]
 
         async def scenario() -> None:
-            jobs = {(env.ns, f"run-{i}"): f"wl-{i}" for i in range(3)}
-            for _, name in jobs:
-                env.manager.create(pipelinerun(name, env.ns))
-            errors: list[Exception] = []
-            stop = asyncio.Event()
-
-            def record(namespace: str, name: str, result: Any) -> None:
-                if isinstance(result, Exception):
-                    errors.append(result)
-
-            async with running(config, policies) as first, kueue(env, first) as driver:
-                loop_task = asyncio.create_task(driver.reconcile("worker1", jobs, stop, record))
-                await eventually(lambda: worker_names(env, "worker1") == ["run-0", "run-1", "run-2"])
-                await eventually(lambda: metric(first, "mkpolicy_sidecar_active_watches", cluster="worker1") == 1)
+            async with running(config, policies) as first:
                 kubeconfig = first.kubeconfig("worker1")
-                # stop the sidecar while Kueue watches through it; the worker keeps progressing
-                t0 = time.monotonic()
-                await first.stop()
-                assert time.monotonic() - t0 < 5
-                for step in (1, 2, 3):
-                    for _, name in jobs:
-                        env.worker("worker1").patch(
-                            *PR, name, {"status": running_status(step)}, namespace=env.ns, subresource="status"
-                        )
-                await asyncio.sleep(0.3)
-                assert errors, "Kueue saw the sidecar go away"
-                # the same endpoints, CA and tokens come back
-                async with running(config, policies) as second:
-                    assert second.kubeconfig("worker1") == kubeconfig
-                    for _, name in jobs:
-                        await eventually(
-                            lambda name=name: (
-                                (env.manager.get(*PR, name, env.ns).get("status") or {})
-                                .get("conditions", [{}])[0]
-                                .get("message")
-                                == "step 3"
-                            ),
-                            timeout=20,
-                        )
-                    stop.set()
-                    await asyncio.wait_for(loop_task, 10)
-                    for (ns, name), workload in jobs.items():
-                        manager_obj = env.manager.get(*PR, name, ns)
-                        raw = env.worker("worker1").get(*PR, name, ns)
-                        assert manager_obj["status"] == expected_status(adapter, manager_obj, raw, "worker1", workload)
-                    assert worker_names(env, "worker1") == ["run-0", "run-1", "run-2"]
+                mk.configure(sidecar_kubeconfigs(first))
+                async with mk.kueue(time_scale=0.01) as model:
+                    await model.wait_connected("worker1", "worker2")
+                    workloads = {}
+                    for i in range(3):
+                        wl = mk.core.submit(env.manager.create(pipelinerun(f"run-{i}", env.ns)))
+                        workloads[f"run-{i}"] = wl
+                        await model.wait_for(lambda wl=wl: model.outcome_kinds(env.ns, wl).count("dispatched") == 2)
+                        mk.worker_kueue["worker1"].admit(wl, env.ns)
+                    await eventually(lambda: worker_names(env, "worker1") == ["run-0", "run-1", "run-2"])
+                    builds = model.connection("worker1").builds
+                    # stop the sidecar while Kueue watches through it; the worker keeps progressing
+                    t0 = time.monotonic()
+                    await first.stop()
+                    assert time.monotonic() - t0 < 5
+                    for step in (1, 2, 3):
+                        for name in workloads:
+                            env.worker("worker1").patch(
+                                *PR, name, {"status": running_status(step)}, namespace=env.ns, subresource="status"
+                            )
+                    # Kueue lost the worker (its watches ended) and retries with backoff
+                    await model.wait_for(lambda: model.connection("worker1").failed_attempts > 0, what="retrying")
+                    # the same endpoints, CA and tokens come back
+                    async with running(config, policies) as second:
+                        assert second.kubeconfig("worker1") == kubeconfig
+                        await model.wait_for(lambda: model.connection("worker1").builds > builds + 1, timeout=20)
+                        for name in workloads:
+                            await eventually(
+                                lambda name=name: (
+                                    (env.manager.get(*PR, name, env.ns).get("status") or {})
+                                    .get("conditions", [{}])[0]
+                                    .get("message")
+                                    == "step 3"
+                                ),
+                                timeout=20,
+                            )
+                        for name, workload in workloads.items():
+                            manager_obj = env.manager.get(*PR, name, env.ns)
+                            raw = env.worker("worker1").get(*PR, name, env.ns)
+                            assert manager_obj["status"] == expected_status(
+                                adapter, manager_obj, raw, "worker1", workload
+                            )
+                        assert worker_names(env, "worker1") == ["run-0", "run-1", "run-2"]
 
         asyncio.run(scenario())
 
@@ -430,14 +451,16 @@ def test_hostile_expression_is_stopped_by_the_cost_budget(tmp_path: Path) -> Non
                 # meanwhile other requests are served
                 t0 = time.monotonic()
                 passthrough = []
+                w1 = client(sidecar.kubeconfig("worker1"))
                 while not create.done():
-                    await driver.workers["worker1"].get(f"/api/v1/namespaces/{env.ns}/configmaps/c")
+                    await w1.get(f"/api/v1/namespaces/{env.ns}/configmaps/c")
                     passthrough.append(time.monotonic())
                     await asyncio.sleep(0.05)
-                with pytest.raises(ApiError) as info:
+                await w1.close()
+                with pytest.raises(ApiStatusError) as info:
                     await create
                 elapsed = time.monotonic() - t0
-                assert info.value.status == 500
+                assert info.value.code == 500
                 message = info.value.message
                 assert "policy hostile" in message and "creation patch #1" in message and "cost" in message
                 assert elapsed < 30
@@ -479,28 +502,29 @@ def test_graceful_shutdown_drains_requests_and_ends_watches_cleanly(tmp_path: Pa
                     watch_ended: list[str] = []
 
                     async def watch() -> None:
-                        async for _ in driver.watch_remote("worker1", None, timeout_seconds=60):
+                        # Kueue's watch of the policy kind (no timeout), through the sidecar
+                        async for _ in (await driver.watch("worker1")).events():
                             pass
                         watch_ended.append("clean")  # an error would raise instead
 
                     watch_task = asyncio.create_task(watch())
-                    # a pass-through watch too (configmaps)
+                    # a watch of another kind too (configmaps)
+                    w1, w2 = client(sidecar.kubeconfig("worker1")), client(sidecar.kubeconfig("worker2"))
                     pass_watch = asyncio.create_task(
-                        _drain(
-                            driver.workers["worker2"].watch("/api/v1/namespaces/team-a/configmaps", timeout_seconds=60)
-                        )
+                        _drain(w2.watch("/api/v1/namespaces/team-a/configmaps", timeout_seconds=60))
                     )
                     await eventually(lambda: metric(sidecar, "mkpolicy_sidecar_active_watches", cluster="worker1") == 1)
                     await eventually(lambda: metric(sidecar, "mkpolicy_sidecar_active_watches", cluster="worker2") == 1)
                     # a slow request in flight when the shutdown starts
                     env.worker("worker1").faults.delay(0.5, verb="get", resource="pipelineruns", times=1)
-                    slow = asyncio.create_task(driver.sync_job("worker1", "team-a", "run-1", "wl-1"))
+                    # (a full read, as in Kueue's SyncJob; Kueue's next request would meet the closed port)
+                    slow = asyncio.create_task(w1.get(PIPELINERUNS.path("team-a", "run-1")))
                     await asyncio.sleep(0.1)
                     t0 = time.monotonic()
                     stopping = asyncio.create_task(sidecar.stop())
                     await asyncio.sleep(0.05)
                     assert not sidecar.ready  # /readyz fails while draining
-                    assert await slow == "unchanged"  # drained, answered
+                    assert (await slow)["metadata"]["name"] == "run-1"  # drained, answered
                     await asyncio.wait_for(watch_task, 5)
                     await asyncio.wait_for(pass_watch, 5)
                     await asyncio.wait_for(stopping, 5)
@@ -508,7 +532,9 @@ def test_graceful_shutdown_drains_requests_and_ends_watches_cleanly(tmp_path: Pa
                     assert time.monotonic() - t0 < 3
                     # no longer listening
                     with pytest.raises((aiohttp.ClientError, OSError)):
-                        await driver.workers["worker1"].get("/api/v1/namespaces")
+                        await w1.get("/api/v1/namespaces")
+                    await w1.close()
+                    await w2.close()
             finally:
                 await sidecar_cm.__aexit__(None, None, None)
 

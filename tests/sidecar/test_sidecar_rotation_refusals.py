@@ -35,6 +35,7 @@ from sidecar_harness import (
 
 import mkpolicy
 from mkpolicy.kube.client import ApiError
+from mkpolicy.testing.kueue.goclient import ApiStatusError
 from mkpolicy.sidecar import Sidecar
 from mkpolicy.sidecar.wiring import DIGEST_ANNOTATION, ORIGINAL_KEY, WIRED_ANNOTATION, unwire
 
@@ -121,9 +122,9 @@ def test_failing_sync_answers_an_error_and_says_so_on_the_job(tmp_path: Path) ->
                     namespace=env.ns,
                     subresource="status",
                 )
-                with pytest.raises(ApiError) as info:
+                with pytest.raises(ApiStatusError) as failed:
                     await driver.sync_job("worker1", env.ns, "run-1", "wl-1")
-                assert info.value.status == 500 and "status write-back refused" in info.value.message
+                assert failed.value.code == 500 and "status write-back refused" in failed.value.message
                 await sidecar.events.flush()
                 [event] = env.manager.list("v1", "Event", namespace=env.ns)
                 assert (event["involvedObject"]["name"], event["reason"]) == ("run-1", "SyncFailed")

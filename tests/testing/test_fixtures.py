@@ -93,4 +93,5 @@ def test_apiserver_factory_options(apiserver_factory) -> None:
         "batch",
         "coordination.k8s.io",
         "apiextensions.k8s.io",
+        "events.k8s.io",
     }

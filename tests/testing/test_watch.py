@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import threading
 import time
@@ -155,8 +156,10 @@ def stream_lines(raw: Raw, path: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in reply.data.decode().splitlines()]
 
 
+@pytest.mark.loopback_only("sets the server's bookmark interval; kube-apiserver's is a minute")
 def test_bookmarks_and_timeout_end_the_stream_cleanly(apiserver_factory: Callable[..., ApiServer]) -> None:
-    srv = apiserver_factory("bm", bookmark_interval=0.2, bundled=False)
+    """Bookmarks every interval and one just before the deadline (cache_watcher.go nextBookmarkTime)."""
+    srv = apiserver_factory("bm", bookmark_interval=0.3, bookmark_lead=0.1, bundled=False)
     raw = Raw(srv)
     srv.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "default"}})
     start = time.monotonic()
@@ -166,11 +169,45 @@ def test_bookmarks_and_timeout_end_the_stream_cleanly(apiserver_factory: Callabl
     assert 0.9 < time.monotonic() - start < 3
     assert events[0]["type"] == "ADDED"
     bookmarks = [e for e in events if e["type"] == "BOOKMARK"]
-    assert len(bookmarks) >= 2
+    # at 0.3 s, 0.6 s and 0.9 s (1 s deadline - 0.1 s lead); one fewer when a late one passes 0.9 s
+    assert len(bookmarks) in (2, 3)
     assert bookmarks[-1]["object"] == {
         "kind": "ConfigMap", "apiVersion": "v1", "metadata": {"resourceVersion": str(srv.resource_version)},
     }  # fmt: skip
     raw.close()
+
+
+@pytest.mark.loopback_only("sets the server's bookmark interval; kube-apiserver's is a minute")
+def test_bookmarks_flow_between_events_and_not_without_asking(apiserver_factory: Callable[..., ApiServer]) -> None:
+    """The bookmark clock runs whatever the traffic; no bookmark without allowWatchBookmarks,
+    nor when the deadline is closer than the lead."""
+    srv = apiserver_factory("bm", bookmark_interval=0.2, bookmark_lead=1.5, bundled=False)
+    stop = threading.Event()
+
+    def writer() -> None:
+        i = 0
+        while not stop.wait(0.05):
+            srv.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"c{i}", "namespace": "default"}})
+            i += 1
+
+    base = "/api/v1/namespaces/default/configmaps?watch=1"
+    queries = [f"{base}&allowWatchBookmarks=true&timeoutSeconds=2", f"{base}&timeoutSeconds=2",
+               f"{base}&allowWatchBookmarks=true&timeoutSeconds=1"]  # fmt: skip
+    raws = [Raw(srv) for _ in queries]
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        with concurrent.futures.ThreadPoolExecutor(len(queries)) as pool:
+            busy, unasked, short = pool.map(stream_lines, raws, queries)
+    finally:
+        stop.set()
+        thread.join()
+        for r in raws:
+            r.close()
+    assert sum(e["type"] == "BOOKMARK" for e in busy) in (2, 3)  # 0.2 s, 0.4 s, 0.5 s (2 s - 1.5 s lead)
+    assert sum(e["type"] == "ADDED" for e in busy) >= 10
+    assert not any(e["type"] == "BOOKMARK" for e in unasked)
+    assert not any(e["type"] == "BOOKMARK" for e in short)
 
 
 @pytest.mark.loopback_only(

@@ -17,12 +17,17 @@ What it implements
 - Transport: HTTP/1.1 on 127.0.0.1 (ephemeral or fixed port), TLS with a CA it
   generates, bearer-token authentication (401 ``Status`` otherwise); ``/healthz``,
   ``/livez``, ``/readyz`` without a token.
-- Resources: Namespace, ConfigMap, Secret, coordination.k8s.io Lease, batch/v1 Job,
+- Resources: Namespace, ConfigMap, Secret, core/v1 and events.k8s.io/v1 Events (one
+  store, converted), coordination.k8s.io Lease, batch/v1 Job,
   apiextensions.k8s.io/v1 CustomResourceDefinition, and every CRD stored (by POST or
-  :meth:`ApiServer.register_crd`): served versions, scope, names, per-version
-  ``status`` subresource, schema pruning and defaults, ``selectableFields``.
+  :meth:`ApiServer.register_crd`) whose schemas are structural (:mod:`.structural`):
+  served versions, scope, names, per-version ``status`` subresource, schema pruning and
+  defaults, ``selectableFields``.
 - Discovery: ``/api``, ``/api/v1``, ``/apis``, ``/apis/<g>``, ``/apis/<g>/<v>``,
-  ``/version`` (unaggregated documents, enough for the dynamic client).
+  ``/version``; aggregated discovery (``apidiscovery.k8s.io/v2``) at ``/api`` and ``/apis``
+  for clients that ask for it.
+- Content negotiation (:mod:`.negotiate`): JSON, ``PartialObjectMetadata`` and
+  ``PartialObjectMetadataList`` for get, list and watch.
 - CRUD: ``uid``, ``creationTimestamp``, ``generation`` (bumped on spec change), one
   global, increasing ``resourceVersion`` (no-op writes keep it); 409 AlreadyExists and
   Conflict (stale ``resourceVersion``, ``uid`` preconditions); the status subresource
@@ -39,9 +44,10 @@ What it implements
   ``continue`` (consistent snapshots from history), ``resourceVersion`` with
   ``resourceVersionMatch`` (NotOlderThan, Exact), ``remainingItemCount``.
 - WATCH: ``?watch=true`` from a ``resourceVersion`` or from now, ADDED / MODIFIED /
-  DELETED / BOOKMARK as a chunked JSON stream, selectors applied to both sides of a
-  change, ``timeoutSeconds``, ``sendInitialEvents``, 410 Expired (an ERROR event)
-  for versions older than the kept history, clean close.
+  DELETED / BOOKMARK as a chunked JSON stream (bookmarks on kube-apiserver's schedule:
+  every minute and before the deadline), selectors applied to both sides of a
+  change, ``timeoutSeconds`` (else 1800-3600 s), ``sendInitialEvents``, 410 Expired (an
+  ERROR event) for versions older than the kept history, clean close.
 - Errors: ``Status`` bodies with kube-apiserver's reasons and wording for 400, 401,
   403, 404, 405, 406, 409, 410, 413 (bodies over 3 MiB), 415, 422 (with causes),
   429, 500, 503, 504.
@@ -61,9 +67,8 @@ What it does not implement
 - Admission (webhooks, policies), RBAC/authorization (any valid token may do
   anything), impersonation, client certificates, audit.
 - Protobuf and CBOR (JSON only; YAML accepted on create/update), Table output,
-  aggregated discovery (``apidiscovery.k8s.io``; clients fall back to the documents
-  above), ``/openapi/v2`` and ``/openapi/v3``.
-- Other resources and subresources: Pods, Events, ``scale``, ``finalize``, logs,
+  ``/openapi/v2`` and ``/openapi/v3``.
+- Other resources and subresources: Pods, ``scale``, ``finalize``, logs,
   exec, proxy; no controllers run (a Job never starts pods or gets a status).
 - Controllers' timing: garbage collection and namespace termination happen at once,
   inside the request that triggers them, instead of eventually.

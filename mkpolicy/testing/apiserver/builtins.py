@@ -11,6 +11,8 @@
   and pod-template labels, an empty status on create; a template with containers and a
   ``Never``/``OnFailure`` restart policy; selector and completion mode immutable.
 - CustomResourceDefinition: a valid CRD (see :mod:`.crd`), an accepted status.
+- Event (core/v1 and events.k8s.io/v1, one store): kube-apiserver's checks
+  (``pkg/apis/core/validation/events.go``), stricter through events.k8s.io/v1.
 
 What is *not* validated: the pod template beyond the fields above, resource quantities,
 and the other Job fields' ranges.
@@ -35,6 +37,7 @@ from mkpolicy.testing.apiserver.errors import (
     unsupported_value,
 )
 from mkpolicy.testing.apiserver.jsonutil import JsonObject, json_equal
+from mkpolicy.testing.apiserver.validation import dns_subdomain_problems, qualified_name_problems
 
 _CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]+")
 _CONFIG_KEY_MESSAGE = (
@@ -274,16 +277,109 @@ class CrdStrategy(Strategy):
         return causes
 
 
+def _text(obj: JsonObject, field: str) -> str:
+    value = obj.get(field)
+    return value if isinstance(value, str) else ""
+
+
+def _unset(value: Any) -> bool:
+    return value in (None, "", 0, {}) or (isinstance(value, dict) and not any(value.values()))
+
+
+class EventStrategy(Strategy):
+    """Events, stored as core v1 Events (``pkg/apis/core/validation/events.go``).
+
+    Every Event passes the legacy checks; one written through events.k8s.io/v1
+    (``strict``) also the new API's: ``eventTime``, a ``Normal``/``Warning`` type, none of
+    the deprecated fields on create, nothing but the series changed on update.
+    """
+
+    _IMMUTABLE = ("involvedObject", "reason", "message", "source", "firstTimestamp", "lastTimestamp", "count",
+                  "type", "eventTime", "action", "related", "reportingComponent", "reportingInstance")  # fmt: skip
+
+    def __init__(self, strict: bool) -> None:
+        self.strict = strict
+
+    def validate(self, obj: JsonObject, old: JsonObject | None) -> list[Cause]:
+        causes = self._legacy(obj)
+        if not self.strict:
+            return causes
+        if old is not None:
+            for field in self._IMMUTABLE:
+                if not json_equal(old.get(field), obj.get(field)):
+                    path = "reportingController" if field == "reportingComponent" else field
+                    causes.append(invalid_value(path, obj.get(field), "field is immutable"))
+            if not json_equal(old.get("series"), obj.get("series")):
+                causes.extend(self._series(obj))
+            return causes
+        causes.extend(self._series(obj))
+        if not obj.get("eventTime"):
+            causes.append(required_value("eventTime"))
+        if obj.get("type") not in ("Normal", "Warning"):
+            causes.append(invalid_value("type", "", f"has invalid value: {_text(obj, 'type')}"))
+        for field in ("firstTimestamp", "lastTimestamp", "count", "source"):
+            if not _unset(obj.get(field)):
+                causes.append(invalid_value(field, "", "needs to be unset"))
+        return causes
+
+    @staticmethod
+    def _series(obj: JsonObject) -> list[Cause]:
+        series = obj.get("series")
+        if not isinstance(series, dict):
+            return []
+        causes = []
+        count = series.get("count")
+        if not isinstance(count, int) or count < 2:
+            causes.append(invalid_value("series.count", "", "should be at least 2"))
+        if not series.get("lastObservedTime"):
+            causes.append(required_value("series.lastObservedTime"))
+        return causes
+
+    @staticmethod
+    def _legacy(obj: JsonObject) -> list[Cause]:
+        causes: list[Cause] = []
+        meta = obj.get("metadata")
+        namespace = _text(meta, "namespace") if isinstance(meta, dict) else ""
+        involved = obj.get("involvedObject")
+        involved_ns = _text(involved, "namespace") if isinstance(involved, dict) else ""
+        mismatch = invalid_value("involvedObject.namespace", involved_ns, "does not match event.namespace")
+        if not obj.get("eventTime"):
+            if (not involved_ns and namespace not in ("", "default")) or (involved_ns and involved_ns != namespace):
+                causes.append(mismatch)
+        else:
+            if not involved_ns and namespace not in ("default", "kube-system"):
+                causes.append(mismatch)
+            controller = _text(obj, "reportingComponent")
+            if not controller:
+                causes.append(required_value("reportingController"))
+            causes.extend(
+                invalid_value("reportingController", controller, p) for p in qualified_name_problems(controller)
+            )
+            for field, path, limit in (("reportingInstance", "reportingInstance", 128), ("action", "action", 128),
+                                       ("reason", "reason", 128)):  # fmt: skip
+                value = _text(obj, field)
+                if not value:
+                    causes.append(required_value(path))
+                elif len(value) > limit:
+                    causes.append(invalid_value(path, "", f"can have at most {limit} characters"))
+            if len(_text(obj, "message")) > 1024:
+                causes.append(invalid_value("message", "", "can have at most 1024 characters"))
+        causes.extend(invalid_value("namespace", namespace, p) for p in dns_subdomain_problems(namespace) if namespace)
+        return causes
+
+
 _DEFAULT = Strategy()
 STRATEGIES: dict[tuple[str, str], Strategy] = {
-    R.NAMESPACES.key: NamespaceStrategy(),
-    R.SECRETS.key: SecretStrategy(),
-    R.CONFIGMAPS.key: ConfigMapStrategy(),
-    R.JOBS.key: JobStrategy(),
-    R.CRDS.key: CrdStrategy(),
+    R.NAMESPACES.served_key: NamespaceStrategy(),
+    R.SECRETS.served_key: SecretStrategy(),
+    R.CONFIGMAPS.served_key: ConfigMapStrategy(),
+    R.EVENTS.served_key: EventStrategy(strict=False),
+    R.EVENTS_V1.served_key: EventStrategy(strict=True),
+    R.JOBS.served_key: JobStrategy(),
+    R.CRDS.served_key: CrdStrategy(),
 }
 
 
 def strategy_for(rt: R.ResourceType) -> Strategy:
     """The hooks of ``rt`` (a no-op strategy for custom resources and Leases)."""
-    return STRATEGIES.get(rt.key, _DEFAULT) if rt.builtin else _DEFAULT
+    return STRATEGIES.get(rt.served_key, _DEFAULT) if rt.builtin else _DEFAULT

@@ -1,7 +1,8 @@
 """CustomResourceDefinitions: reading CRD files and turning a CRD into a resource type.
 
 A CRD is served as soon as it is stored (``POST /apis/apiextensions.k8s.io/v1/
-customresourcedefinitions`` or :meth:`ApiServer.register_crd`): group, served
+customresourcedefinitions`` or :meth:`ApiServer.register_crd`), when its schemas are
+structural (:mod:`.structural`, as kube-apiserver requires for v1 CRDs): group, served
 versions, plural/singular/kind/shortNames/categories, scope, per-version ``status``
 subresource, schema (for pruning and defaulting) and ``selectableFields``.
 Conversion webhooks are never called: every version sees the same fields.
@@ -26,6 +27,7 @@ from mkpolicy.testing.apiserver.errors import (
     unsupported_value,
 )
 from mkpolicy.testing.apiserver.resources import ResourceType, Version
+from mkpolicy.testing.apiserver.structural import schema_problems
 from mkpolicy.testing.apiserver.validation import dns_label_problems, dns_subdomain_problems
 
 CRD_API_VERSION = "apiextensions.k8s.io/v1"
@@ -87,6 +89,19 @@ def crd_problems(crd: Mapping[str, Any]) -> list[Cause]:
         schema = (v.get("schema") or {}).get("openAPIV3Schema") if isinstance(v.get("schema"), Mapping) else None
         if not isinstance(schema, Mapping):
             causes.append(required_value(f"{path}.schema.openAPIV3Schema", "schemas are required"))
+        else:
+            subresources = v.get("subresources")
+            status = isinstance(subresources, Mapping) and "status" in subresources
+            causes.extend(schema_problems(schema, f"{path}.schema", status=status))
+    if spec.get("preserveUnknownFields") is True:
+        causes.append(
+            invalid_value(
+                "spec.preserveUnknownFields",
+                True,
+                "cannot set to true, set x-kubernetes-preserve-unknown-fields to true in spec.versions[*].schema "
+                "instead",
+            )
+        )
     if storage != 1:
         causes.append(
             invalid_value("spec.versions", storage, "must have exactly one version marked as storage version")

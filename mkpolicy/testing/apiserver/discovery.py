@@ -1,7 +1,16 @@
 """Discovery documents: ``/api``, ``/api/v1``, ``/apis``, ``/apis/<g>``, ``/apis/<g>/<v>``, ``/version``.
 
-These are the unaggregated (v1) discovery documents, which the ``kubernetes`` Python
-client's dynamic client and kubectl (as a fallback) read. They change as CRDs come and go.
+Two forms, as kube-apiserver serves them:
+
+- the unaggregated (v1) documents, which the ``kubernetes`` Python client's dynamic client
+  reads, and which every client falls back to;
+- aggregated discovery (``apidiscovery.k8s.io/v2`` ``APIGroupDiscoveryList``) at ``/api``
+  and ``/apis``, for a client whose ``Accept`` asks for it as client-go's discovery client
+  does (``k8s.io/client-go/discovery/discovery_client.go``, ``acceptDiscoveryFormats``):
+  every group, version and resource in one document
+  (``k8s.io/apiserver/pkg/endpoints/discovery/aggregated/handler.go``), with an ``ETag``.
+
+They change as CRDs come and go.
 """
 
 from __future__ import annotations
@@ -117,3 +126,64 @@ def discovery_document(registry: Registry, parts: tuple[str, ...], server_addres
     if len(parts) == 2:
         return api_group(registry, parts[1])
     return resource_list(registry, parts[1], parts[2])
+
+
+def _discovery_kind(group: str, version: str, kind: str) -> dict[str, str]:
+    return {"group": group, "version": version, "kind": kind}
+
+
+def _resource_discovery(rt: ResourceType, version: str) -> dict[str, Any]:
+    """One ``APIResourceDiscovery`` (fields in the Go type's order)."""
+    entry: dict[str, Any] = {
+        "resource": rt.plural,
+        "responseKind": _discovery_kind(rt.group, version, rt.kind),
+        "scope": "Namespaced" if rt.namespaced else "Cluster",
+        "singularResource": rt.singular,
+        "verbs": list(RESOURCE_VERBS),
+    }
+    if rt.short_names:
+        entry["shortNames"] = list(rt.short_names)
+    if rt.categories:
+        entry["categories"] = list(rt.categories)
+    v = rt.version(version)
+    if v is not None and v.status_subresource:
+        entry["subresources"] = [
+            {
+                "subresource": "status",
+                "responseKind": _discovery_kind(rt.group, version, rt.kind),
+                "verbs": list(STATUS_VERBS),
+            }
+        ]
+    return entry
+
+
+def aggregated_discovery(registry: Registry, legacy: bool) -> dict[str, Any]:
+    """``/api`` (``legacy``: the core group) or ``/apis`` (every named group) as an
+    ``apidiscovery.k8s.io/v2`` ``APIGroupDiscoveryList``."""
+    items: list[dict[str, Any]] = []
+    for group, versions in registry.groups().items():
+        if bool(group) == legacy:
+            continue
+        meta: dict[str, Any] = {"name": group} if group else {}
+        meta["creationTimestamp"] = None
+        items.append(
+            {
+                "metadata": meta,
+                "versions": [
+                    {
+                        "version": version,
+                        "resources": [
+                            _resource_discovery(rt, version) for rt in registry.in_group_version(group, version)
+                        ],
+                        "freshness": "Current",
+                    }
+                    for version in versions
+                ],
+            }
+        )
+    return {"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items}
+
+
+def etag(body: bytes) -> str:
+    """The quoted ``ETag`` of a discovery document (a hash of its bytes)."""
+    return '"' + hashlib.sha512(body).hexdigest()[:32] + '"'

@@ -12,6 +12,7 @@ import contextlib
 import hmac
 import json
 import logging
+import random
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -21,7 +22,7 @@ from multidict import CIMultiDict, MultiMapping
 import mkpolicy.yamldata as yamldata
 from mkpolicy.errors import InputError
 from mkpolicy.testing.apiserver import resources as R
-from mkpolicy.testing.apiserver.discovery import VERSION_INFO, discovery_document
+from mkpolicy.testing.apiserver.discovery import VERSION_INFO, aggregated_discovery, discovery_document, etag
 from mkpolicy.testing.apiserver.errors import (
     MAX_BODY_BYTES,
     ApiError,
@@ -32,7 +33,6 @@ from mkpolicy.testing.apiserver.errors import (
     invalid,
     invalid_value,
     method_not_allowed,
-    not_acceptable,
     resource_not_found,
     too_large,
     unauthorized,
@@ -41,6 +41,7 @@ from mkpolicy.testing.apiserver.errors import (
 )
 from mkpolicy.testing.apiserver.faults import Decision, Faults, Match, Rule
 from mkpolicy.testing.apiserver.jsonutil import dumps
+from mkpolicy.testing.apiserver.negotiate import AGGREGATED_DISCOVERY, Endpoint, Negotiated, negotiate
 from mkpolicy.testing.apiserver.operations import (
     Api,
     DeleteOptions,
@@ -76,7 +77,11 @@ class Settings:
     tokens: set[str]
     server_address: str = ""
     max_body: int = MAX_BODY_BYTES
-    bookmark_interval: float = 5.0
+    #: Seconds between BOOKMARKs of a watch that allows them (kube-apiserver: a minute).
+    bookmark_interval: float = 60.0
+    #: A last BOOKMARK this many seconds before a watch's deadline (kube-apiserver: 2 s).
+    bookmark_lead: float = 2.0
+    #: kube-apiserver's --min-request-timeout: a watch without timeoutSeconds lasts [1, 2) times this.
     watch_timeout: float = 1800.0
     max_watch_queue: int = 100_000
 
@@ -91,16 +96,11 @@ def error_response(err: ApiError) -> web.Response:
     return _json_response(dumps(err.status()), err.code, headers)
 
 
-def _accepts_json(accept: str | None) -> bool:
-    if not accept:
-        return True
-    for media in accept.split(","):
-        mtype, *params = (p.strip() for p in media.split(";"))
-        if mtype.lower() in ("application/json", "*/*", "application/*") and not any(
-            p.lower().startswith("as=") for p in params
-        ):
-            return True
-    return False
+def _encode(stored: Stored, t: Target, wanted: Negotiated) -> bytes:
+    """``stored`` as the client asked: the object, or its ``PartialObjectMetadata``."""
+    if wanted.transform == "PartialObjectMetadata":
+        return stored.partial_json(wanted.version)
+    return stored.json(t.api_version)
 
 
 def _parse_json(data: bytes, what: str) -> Any:
@@ -164,20 +164,35 @@ class Handler:
                 await asyncio.sleep(decision.delay)
             if decision.fail is not None:
                 raise decision.fail.error()
-        if not _accepts_json(request.headers.get("Accept")):
-            raise not_acceptable(request.headers.get("Accept", ""))
+        accept = request.headers.get("Accept")
         if info.kind == "version":
+            negotiate(accept, "other")
             response: web.StreamResponse = _json_response(dumps(VERSION_INFO))
         elif info.kind == "discovery":
-            doc = discovery_document(self.api.registry, info.discovery, self.settings.server_address)
-            response = _json_response(dumps(doc))
+            response = self._discovery(request, info, accept)
         elif info.verb == "watch":
-            return await self._watch(request, info, decision)
+            return await self._watch(request, info, decision, negotiate(accept, "watch"))
         else:
-            response = await self._resource(request, info)
+            endpoint: Endpoint = "list" if info.verb in ("list", "deletecollection") else "get"
+            response = await self._resource(request, info, negotiate(accept, endpoint))
         if decision is not None and decision.drop is not None:
             return await self._truncate(request, cast(web.Response, response), decision.drop)
         return response
+
+    def _discovery(self, request: web.BaseRequest, info: RequestInfo, accept: str | None) -> web.StreamResponse:
+        """A discovery document: aggregated at ``/api`` and ``/apis`` when ``Accept`` asks for it."""
+        parts = info.discovery
+        root = parts in (("api",), ("apis",))
+        wanted = negotiate(accept, "discovery" if root else "other")
+        if wanted.transform != "APIGroupDiscoveryList":
+            doc = discovery_document(self.api.registry, parts, self.settings.server_address)
+            return _json_response(dumps(doc))
+        body = dumps(aggregated_discovery(self.api.registry, legacy=parts == ("api",)))
+        tag = etag(body)
+        headers = {"ETag": tag, "Vary": "Accept"}
+        if request.headers.get("If-None-Match") == tag:
+            return web.Response(status=304, headers=headers)
+        return web.Response(body=body, headers={**headers, "Content-Type": AGGREGATED_DISCOVERY})
 
     # -- resources ----------------------------------------------------------------------
 
@@ -199,22 +214,23 @@ class Handler:
                 raise method_not_allowed(info.method, info.path)
         return Target(rt, info.version, info.namespace, info.name, info.subresource)
 
-    async def _resource(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
+    async def _resource(self, request: web.BaseRequest, info: RequestInfo, wanted: Negotiated) -> web.StreamResponse:
         t = self._target(info)
         verb = info.verb
         if verb == "get":
-            return _json_response(self.api.get(t).json(t.api_version))
+            return _json_response(_encode(self.api.get(t), t, wanted))
         if verb == "list":
-            return self._list_response(t, self.api.list(t, self._list_options(t, request.query)))
+            return self._list_response(t, self.api.list(t, self._list_options(t, request.query)), wanted)
         if verb in ("create", "update"):
             body = await self._body(request, allow_yaml=True)
             opts = self._write_options(request.query)
             result = self.api.create(t, body, opts) if verb == "create" else self.api.update(t, body, opts)
-            return self._write_response(t, result)
+            return self._write_response(t, result, wanted)
         if verb == "patch":
             raw = await self._read(request)
             content_type = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
-            return self._write_response(t, self.api.patch(t, content_type, raw, self._write_options(request.query)))
+            result = self.api.patch(t, content_type, raw, self._write_options(request.query))
+            return self._write_response(t, result, wanted)
         raw = await self._read(request)
         body = _parse_json(raw, "request body") if raw.strip() else None
         dopts = self._delete_options(request.query, body)
@@ -222,9 +238,9 @@ class Handler:
             stored, gone = self.api.delete(t, dopts)
             if gone and t.rt.builtin and t.rt.key != R.NAMESPACES.key:
                 return _json_response(dumps(self._success(t, stored)))
-            return _json_response(stored.json(t.api_version))
+            return _json_response(_encode(stored, t, wanted))
         deleted = self.api.delete_collection(t, self._list_options(t, request.query), dopts)
-        return self._list_response(t, ListResult(deleted, self.api.store.rv))
+        return self._list_response(t, ListResult(deleted, self.api.store.rv), wanted)
 
     @staticmethod
     def _success(t: Target, stored: Stored) -> dict[str, Any]:
@@ -235,21 +251,26 @@ class Handler:
         details["uid"] = stored.meta.get("uid")
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
 
-    def _write_response(self, t: Target, result: WriteResult) -> web.Response:
+    def _write_response(self, t: Target, result: WriteResult, wanted: Negotiated) -> web.Response:
         headers: CIMultiDict[str] = CIMultiDict()
         for text in result.warnings:
             headers.add("Warning", f"299 - {json.dumps(text)}")
-        return _json_response(result.stored.json(t.api_version), 201 if result.created else 200, headers)
+        return _json_response(_encode(result.stored, t, wanted), 201 if result.created else 200, headers)
 
-    def _list_response(self, t: Target, result: ListResult) -> web.Response:
+    def _list_response(self, t: Target, result: ListResult, wanted: Negotiated) -> web.Response:
         meta: dict[str, Any] = {"resourceVersion": str(result.resource_version)}
         if result.continue_token:
             meta["continue"] = result.continue_token
         if result.remaining is not None:
             meta["remainingItemCount"] = result.remaining
-        typed = t.rt.builtin
-        items = b",".join(s.json(t.api_version, typed_list_item=typed) for s in result.items)
-        head = dumps({"kind": t.rt.list_kind, "apiVersion": t.api_version, "metadata": meta})
+        if wanted.transform == "PartialObjectMetadataList":
+            # handlers/response.go asPartialObjectMetadataList: every item a PartialObjectMetadata.
+            kind, api_version = "PartialObjectMetadataList", f"meta.k8s.io/{wanted.version}"
+            items = b",".join(s.partial_json(wanted.version) for s in result.items)
+        else:
+            kind, api_version = t.rt.list_kind, t.api_version
+            items = b",".join(s.json(t.api_version, typed_list_item=t.rt.builtin) for s in result.items)
+        head = dumps({"kind": kind, "apiVersion": api_version, "metadata": meta})
         return _json_response(head[:-1] + b',"items":[' + items + b"]}")
 
     # -- request decoding ---------------------------------------------------------------
@@ -383,7 +404,9 @@ class Handler:
         text = query.get("timeoutSeconds", "")
         if text and not text.isdigit():
             raise bad_request(f"invalid timeoutSeconds {text!r}: expected a non-negative integer")
-        timeout = float(text) if text and int(text) > 0 else self.settings.watch_timeout
+        # handlers/get.go ListResource: without timeoutSeconds a watch lasts
+        # minRequestTimeout * [1, 2) (kube-apiserver's --min-request-timeout, 1800 s).
+        timeout = float(text) if text and int(text) > 0 else self.settings.watch_timeout * (1.0 + random.random())
         initial = is_true(query.get("sendInitialEvents"))
         if "sendInitialEvents" in query and lopts.resource_version_match != "NotOlderThan":
             raise invalid(
@@ -402,12 +425,13 @@ class Handler:
         )
 
     async def _watch(
-        self, request: web.BaseRequest, info: RequestInfo, decision: Decision | None
+        self, request: web.BaseRequest, info: RequestInfo, decision: Decision | None, wanted: Negotiated
     ) -> web.StreamResponse:
         t = self._target(info)
         lopts = self._list_options(Target(t.rt, t.version, t.namespace), request.query, name=t.name)
         wopts = self._watch_options(request.query, lopts)
-        encoder = Encoder(t, self.api.store)
+        partial = wanted.version if wanted.transform == "PartialObjectMetadata" else None
+        encoder = Encoder(t, self.api.store, partial=partial)
         resp = web.StreamResponse(status=200, headers={"Content-Type": JSON})
         resp.enable_chunked_encoding()
         try:
@@ -445,8 +469,17 @@ class Handler:
     ) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wopts.timeout
-        interval = self.settings.bookmark_interval
-        last_write = loop.time()
+
+        def next_bookmark(now: float) -> float | None:
+            # storage/cacher/cache_watcher.go nextBookmarkTime: roughly every bookmark interval
+            # (defaultBookmarkFrequency, a minute), and once right before the deadline
+            # (2 s before); none when that moment has passed.
+            if not wopts.bookmarks:
+                return None
+            at = min(now + self.settings.bookmark_interval, deadline - self.settings.bookmark_lead)
+            return at if at >= now else None
+
+        bookmark_at = next_bookmark(loop.time())
         while True:
             if watch.queue and not (watch.closed and watch.abort):
                 if self.blackhole is not None:
@@ -459,7 +492,6 @@ class Handler:
                         watch.event_budget -= 1
                 if chunks:
                     await resp.write(b"".join(chunks))
-                    last_write = loop.time()
                     if drop:
                         watch.end(abort=True)
             if watch.event_budget is not None and watch.event_budget <= 0:
@@ -469,22 +501,19 @@ class Handler:
             now = loop.time()
             if now >= deadline:
                 break
+            if bookmark_at is not None and now >= bookmark_at and not watch.queue and self.blackhole is None:
+                # Sent whatever else flows on the stream: the cacher's dispatch loop schedules
+                # bookmarks by time, not by idleness.
+                await resp.write(encoder.event(BOOKMARK, None))
+                bookmark_at = next_bookmark(loop.time())
+                continue
             wait = deadline - now
-            if wopts.bookmarks:
-                wait = min(wait, max(0.0, last_write + interval - now))
+            if bookmark_at is not None:
+                wait = min(wait, max(0.0, bookmark_at - now))
             watch.wake.clear()
             if wait > 0:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(watch.wake.wait(), wait)
-            if (
-                wopts.bookmarks
-                and not watch.queue
-                and not watch.closed
-                and loop.time() - last_write >= interval
-                and self.blackhole is None
-            ):
-                await resp.write(encoder.event(BOOKMARK, None))
-                last_write = loop.time()
         if watch.abort:
             if request.transport is not None:
                 request.transport.abort()

@@ -27,6 +27,7 @@ from typing import Any, Literal
 from mkpolicy.jsonvalues import apply_merge_patch
 from mkpolicy.testing.apiserver import resources as R
 from mkpolicy.testing.apiserver.builtins import strategy_for
+from mkpolicy.testing.apiserver.conversion import convert
 from mkpolicy.testing.apiserver.crd import resource_type_from_crd
 from mkpolicy.testing.apiserver.errors import (
     MODIFIED_WHY,
@@ -303,7 +304,7 @@ class Api:
             self._check_namespace(t.namespace)
         if self.store.get(rt.key, (meta.get("namespace", ""), name)) is not None:
             raise already_exists(rt.group, rt.plural, name)
-        obj["apiVersion"] = rt.api_version(rt.storage_version)
+        obj["apiVersion"] = rt.stored_api_version
         if opts.dry_run:
             return WriteResult(Stored(obj, self.store.rv), True, warnings)
         stored = self.store.add(rt.key, obj)
@@ -408,6 +409,9 @@ class Api:
         check_metadata_types(body)
         if body.get("metadata") is None:
             body["metadata"] = {}
+        if rt.stored_in is not None:
+            # Served from another resource's objects: from here on, the stored form.
+            return convert(body, rt.stored_api_version)
         return body
 
     def _check_identity(self, t: Target, obj: JsonObject) -> None:
@@ -485,7 +489,7 @@ class Api:
             raise invalid(rt.group, rt.kind, t.name, causes)
         if rt.tracks_generation and _spec_changed(old.obj, obj, t.status_subresource):
             meta["generation"] = int(old.meta.get("generation") or 0) + 1
-        obj["apiVersion"] = old.obj.get("apiVersion", rt.api_version(rt.storage_version))
+        obj["apiVersion"] = old.obj.get("apiVersion", rt.stored_api_version)
         meta["resourceVersion"] = old.meta["resourceVersion"]
         if json_equal(obj, old.obj):
             # A no-op write: same resourceVersion, no event (as kube-apiserver does).

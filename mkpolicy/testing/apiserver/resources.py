@@ -58,11 +58,25 @@ class ResourceType:
     name_rule: NameRule = "subdomain"
     #: The propagation policy of a DELETE that names none (batch/v1 Jobs: Orphan).
     default_propagation: PropagationPolicy = "Background"
+    #: Another resource whose objects these are, served converted (events.k8s.io/v1 Events
+    #: are core Events): its ``(group, plural)`` and its stored ``apiVersion``.
+    stored_in: tuple[str, str, str] | None = None
 
     @property
     def key(self) -> tuple[str, str]:
-        """``(group, plural)``: the storage identity shared by every version."""
+        """``(group, plural)`` of the storage: shared by every version (and by a resource
+        served from another's objects)."""
+        return self.stored_in[:2] if self.stored_in else (self.group, self.plural)
+
+    @property
+    def served_key(self) -> tuple[str, str]:
+        """``(group, plural)`` as URLs and discovery name it."""
         return (self.group, self.plural)
+
+    @property
+    def stored_api_version(self) -> str:
+        """The ``apiVersion`` objects are stored with."""
+        return self.stored_in[2] if self.stored_in else self.api_version(self.storage_version)
 
     @property
     def group_resource(self) -> str:
@@ -114,6 +128,7 @@ def _builtin(
     name_rule: NameRule = "subdomain",
     selectable: tuple[str, ...] = (),
     propagation: PropagationPolicy = "Background",
+    stored_in: tuple[str, str, str] | None = None,
 ) -> ResourceType:
     return ResourceType(
         group=group,
@@ -129,6 +144,7 @@ def _builtin(
         tracks_generation=generation,
         name_rule=name_rule,
         default_propagation=propagation,
+        stored_in=stored_in,
     )
 
 
@@ -139,7 +155,6 @@ NAMESPACES = _builtin(
 CONFIGMAPS = _builtin("", "v1", "ConfigMap", "configmaps", short_names=("cm",))
 SECRETS = _builtin("", "v1", "Secret", "secrets", selectable=("type",))
 LEASES = _builtin("coordination.k8s.io", "v1", "Lease", "leases")
-EVENTS = _builtin("", "v1", "Event", "events", short_names=("ev",))
 DEPLOYMENTS = _builtin("apps", "v1", "Deployment", "deployments", status=True, generation=True, short_names=("deploy",))
 JOBS = _builtin(
     "batch", "v1", "Job", "jobs", status=True, categories=("all",), generation=True,
@@ -149,9 +164,22 @@ CRDS = _builtin(
     "apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions",
     namespaced=False, status=True, short_names=("crd", "crds"), categories=("api-extensions",), generation=True,
 )  # fmt: skip
+#: core/v1 Events (pkg/registry/core/event: field selectors of GetAttrs).
+EVENTS = _builtin(
+    "", "v1", "Event", "events", short_names=("ev",),
+    selectable=(
+        "involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
+        "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason",
+        "reportingComponent", "source", "type",
+    ),
+)  # fmt: skip
+#: events.k8s.io/v1 Events: the same objects, other field names (see :mod:`.conversion`).
+EVENTS_V1 = _builtin("events.k8s.io", "v1", "Event", "events", short_names=("ev",), stored_in=("", "events", "v1"))
 
 #: The kinds every server serves.
-BUILTINS: tuple[ResourceType, ...] = (NAMESPACES, CONFIGMAPS, SECRETS, LEASES, EVENTS, DEPLOYMENTS, JOBS, CRDS)
+BUILTINS: tuple[ResourceType, ...] = (
+    NAMESPACES, CONFIGMAPS, SECRETS, EVENTS, EVENTS_V1, LEASES, DEPLOYMENTS, JOBS, CRDS,
+)  # fmt: skip
 
 
 class Registry:
@@ -167,7 +195,7 @@ class Registry:
 
     def add(self, rt: ResourceType) -> None:
         """Serve ``rt`` (replacing the type with the same group and plural)."""
-        self._by_key[rt.key] = rt
+        self._by_key[rt.served_key] = rt
 
     def remove(self, key: tuple[str, str]) -> ResourceType | None:
         """Stop serving the resource ``(group, plural)``; returns what was removed."""

@@ -66,8 +66,10 @@ class ApiServer:
     ``crds``: CRD files or dicts to serve; ``bundled``: True for every CRD shipped with
     mkpolicy (Kueue and Tekton), or a list of their names. ``history``: how many events
     per resource are kept for watch resumption and continue tokens. ``bookmark_interval``:
-    idle seconds between watch BOOKMARKs; ``watch_timeout``: the length of a watch that
-    names no ``timeoutSeconds``.
+    seconds between the BOOKMARKs of a watch that allows them (kube-apiserver: 60), and
+    ``bookmark_lead``: a last one that many seconds before the watch's deadline (2);
+    ``watch_timeout``: kube-apiserver's ``--min-request-timeout`` (a watch that names no
+    ``timeoutSeconds`` lasts between one and two times this).
     """
 
     def __init__(
@@ -82,7 +84,8 @@ class ApiServer:
         tls: bool = True,
         namespaces: Iterable[str] = DEFAULT_NAMESPACES,
         history: int = 10_000,
-        bookmark_interval: float = 5.0,
+        bookmark_interval: float = 60.0,
+        bookmark_lead: float = 2.0,
         watch_timeout: float = 1800.0,
         max_body: int = MAX_BODY_BYTES,
     ) -> None:
@@ -101,6 +104,7 @@ class ApiServer:
             tokens={self.token},
             max_body=max_body,
             bookmark_interval=bookmark_interval,
+            bookmark_lead=bookmark_lead,
             watch_timeout=watch_timeout,
         )
         self.ca: KeyPair | None = None

@@ -20,8 +20,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from mkpolicy.testing.apiserver.conversion import convert
 from mkpolicy.testing.apiserver.errors import expired
 from mkpolicy.testing.apiserver.jsonutil import JsonObject, dumps
+from mkpolicy.testing.apiserver.negotiate import partial_object_metadata
 
 Key = tuple[str, str]  # (namespace, name); namespace is "" for cluster-scoped objects
 
@@ -49,10 +51,9 @@ class Stored:
         return meta
 
     def as_version(self, api_version: str) -> JsonObject:
-        """The object as served under ``api_version`` (a shallow copy when it differs)."""
-        if self.obj.get("apiVersion") == api_version:
-            return self.obj
-        return {**self.obj, "apiVersion": api_version}
+        """The object as served under ``api_version`` (a shallow copy when it differs;
+        converted when the versions' fields differ, see :mod:`.conversion`)."""
+        return convert(self.obj, api_version)
 
     def json(self, api_version: str, *, typed_list_item: bool = False) -> bytes:
         """The JSON encoding under ``api_version``; ``typed_list_item`` drops apiVersion/kind.
@@ -63,9 +64,18 @@ class Stored:
         data = self._json.get(cache_key)
         if data is None:
             if typed_list_item:
-                data = dumps({k: v for k, v in self.obj.items() if k not in ("apiVersion", "kind")})
+                data = dumps({k: v for k, v in self.as_version(api_version).items() if k not in ("apiVersion", "kind")})
             else:
                 data = dumps(self.as_version(api_version))
+            self._json[cache_key] = data
+        return data
+
+    def partial_json(self, version: str) -> bytes:
+        """The object as ``PartialObjectMetadata`` of ``meta.k8s.io/<version>`` (encoded once)."""
+        cache_key = (f"PartialObjectMetadata/{version}", False)
+        data = self._json.get(cache_key)
+        if data is None:
+            data = dumps(partial_object_metadata(self.meta, version))
             self._json[cache_key] = data
         return data
 

@@ -138,10 +138,15 @@ def close_watch(store: Store, watch: Watch) -> None:
 class Encoder:
     """Encodes watch events of one stream (objects reuse their cached JSON)."""
 
-    def __init__(self, t: Target, store: Store) -> None:
+    def __init__(self, t: Target, store: Store, partial: str | None = None) -> None:
         self.api_version = t.api_version
         self.kind = t.rt.kind
         self.store = store
+        #: ``meta.k8s.io`` version when every object goes out as ``PartialObjectMetadata``
+        #: (handlers/watch.go: the negotiated transform applies to each event's object).
+        self.partial = partial
+        if partial is not None:
+            self.api_version, self.kind = f"meta.k8s.io/{partial}", "PartialObjectMetadata"
         self._prefix = {
             t: b'{"type":"' + t.encode() + b'","object":' for t in (ADDED, MODIFIED, DELETED, BOOKMARK, ERROR)
         }
@@ -154,7 +159,8 @@ class Encoder:
                 meta["annotations"] = {INITIAL_EVENTS_END: "true"}
             body = dumps({"kind": self.kind, "apiVersion": self.api_version, "metadata": meta})
             return self._prefix[BOOKMARK] + body + b"}\n"
-        return self._prefix[type_] + stored.json(self.api_version) + b"}\n"
+        data = stored.json(self.api_version) if self.partial is None else stored.partial_json(self.partial)
+        return self._prefix[type_] + data + b"}\n"
 
     def error(self, status: dict[str, object]) -> bytes:
         """An ERROR event carrying a Status."""
