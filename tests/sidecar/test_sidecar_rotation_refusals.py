@@ -35,9 +35,9 @@ from sidecar_harness import (
 
 import mkpolicy
 from mkpolicy.kube.client import ApiError
-from mkpolicy.testing.kueue.goclient import ApiStatusError
 from mkpolicy.sidecar import Sidecar
 from mkpolicy.sidecar.wiring import DIGEST_ANNOTATION, ORIGINAL_KEY, WIRED_ANNOTATION, unwire
+from mkpolicy.testing.kueue.goclient import ApiStatusError
 
 pytestmark = pytest.mark.timeout(120)
 
