@@ -454,7 +454,6 @@ class WorkerEndpoint:
 
         ``manager``: the manager's object when known (a create), else read for the object.
         """
-        created = manager
         raw = await self._answer(conn, resp)
         if resp.status >= 300:
             relay_error(exchange, resp, raw)
@@ -469,20 +468,10 @@ class WorkerEndpoint:
             meta = doc.get("metadata") or {}
             if manager is None:
                 manager = await self._manager(entry, meta.get("namespace"), str(meta.get("name") or ""))
-            # The answer to a create: the copy exists whatever its status says, and Kueue reads the
-            # status from its next GET; a failing sync leaves the status out instead of failing it.
-            rewrite = rewrite_status if created is None else functools.partial(rewrite_status, strict=False)
-            try:
-                doc = await self._timed(
-                    entry, "sync", rewrite, entry.adapter, doc, manager, self.cluster, self.hub.origin
-                )
-            except StatusError as exc:
-                ctx = context_of(doc, self.cluster)
-                where = self._ref(
-                    entry, manager, meta.get("namespace"), meta.get("name"), ctx.workload_name if ctx else ""
-                )
-                self._refused(entry.name, "SyncFailed", where, f"status from {self.cluster}: {exc.message}")
-                raise
+            obj, outcome, seconds = await self.hub.offload(
+                entry.adapter, measure, _SYNC, entry.adapter, doc, manager, self.cluster, self.hub.origin
+            )
+            doc = self._synced(entry, doc, manager, obj, outcome, seconds)
         respond_json(exchange, resp, doc)
         return int(resp.status)
 
@@ -499,9 +488,28 @@ class WorkerEndpoint:
         if manager is None:
             return False, None
         obj, outcome, seconds = self.hub.run_here(
-            adapter, measure, rewrite_status, adapter, doc, manager, self.cluster, self.hub.origin
+            adapter, measure, _SYNC, adapter, doc, manager, self.cluster, self.hub.origin
         )
-        return True, self._result(entry, "sync", obj, outcome, seconds)
+        return True, self._synced(entry, doc, manager, obj, outcome, seconds)
+
+    def _synced(
+        self, entry: Entry, doc: dict[str, Any], manager: Any, obj: Any, outcome: Outcome, seconds: float
+    ) -> dict[str, Any]:
+        """The object rewritten by the policy's sync, counted; a failed sync said on the job.
+
+        A sync patch that fails (``failurePolicy: Fail``) leaves the status out of the answer:
+        Kueue copies nothing, so nothing is written, and the read itself succeeds. Failing it
+        instead would stop Kueue for good: it finishes a workload only after a successful
+        ``SyncJob`` (workload.go, "Finish the local workload when the remote workload is finished").
+        """
+        result = self._result(entry, "sync", obj, outcome, seconds)
+        if outcome.result == "error":
+            meta = doc.get("metadata") or {}
+            ctx = context_of(doc, self.cluster)
+            where = self._ref(entry, manager, meta.get("namespace"), meta.get("name"), ctx.workload_name if ctx else "")
+            message = f"the status from {self.cluster} is not written: {outcome.error or 'the sync failed'}"
+            self._refused(entry.name, "SyncFailed", where, message)
+        return result
 
     # -- manager objects and transforms ------------------------------------------------------------
     async def _manager(self, entry: Entry, namespace: str | None, name: str) -> dict[str, Any] | None:
@@ -583,12 +591,6 @@ class WorkerEndpoint:
                     ),
                 )
 
-    async def _timed(
-        self, entry: Entry, phase: str, fn: Callable[..., tuple[dict[str, Any], Outcome]], *args: Any
-    ) -> dict[str, Any]:
-        obj, outcome, seconds = await self.hub.offload(entry.adapter, measure, fn, *args)
-        return self._result(entry, phase, obj, outcome, seconds)
-
     def _result(self, entry: Entry, phase: str, obj: Any, outcome: Outcome, seconds: float) -> dict[str, Any]:
         """A transform's object, counted; its StatusError raised."""
         self._count(entry, phase, outcome, seconds)
@@ -619,6 +621,10 @@ class WorkerEndpoint:
                     "patch skipped (failurePolicy Ignore)",
                     extra=fields(cluster=self.cluster, policy=entry.name, error=exc.report()),
                 )
+
+
+#: The policy's sync as the wire runs it: a failing patch leaves the status out (see ``_synced``).
+_SYNC = functools.partial(rewrite_status, strict=False)
 
 
 def _json_type(value: Any) -> str:

@@ -870,7 +870,10 @@ def test_transformed_reads_the_same_either_way(fast: bool) -> None:
     assert json.loads(answers[7].split(b"\r\n\r\n")[1]) == missing
 
 
-def test_transformed_read_refused_when_the_sync_fails(fast: bool, tmp_path: Path) -> None:
+def test_transformed_read_without_status_when_the_sync_fails(fast: bool, tmp_path: Path) -> None:
+    """A failing sync patch: the read answers the copy without a status (Kueue copies nothing,
+    writes nothing, and is not stopped: it finishes a workload only after a successful read),
+    the failure counted and said on the job."""
     (tmp_path / "p.yaml").write_text(FAILING_SYNC)
     policy = mkpolicy.compile(mkpolicy.load(str(tmp_path / "p.yaml"))[0])
     run = pipelinerun("a", worker=True)
@@ -882,16 +885,19 @@ def test_transformed_read_refused_when_the_sync_fails(fast: bool, tmp_path: Path
             for _ in range(5):  # through the probation and past it
                 writer.write(w.get("/apis/tekton.dev/v1/namespaces/team-a/pipelineruns/a"))
                 got = await read_response(reader)
-                assert got.startswith(b"HTTP/1.1 500 Internal Server Error\r\n"), got[:60]
-                status = json.loads(got.split(b"\r\n\r\n", 1)[1])
-                assert status["kind"] == "Status" and "status write-back refused" in status["message"]
-                assert "failing-sync" in status["message"]
+                assert got.startswith(b"HTTP/1.1 200 OK\r\n"), got[:60]
+                body = json.loads(got.split(b"\r\n\r\n", 1)[1])
+                assert body["metadata"]["name"] == "a" and "status" not in body
             assert (
-                w.metric("mkpolicy_sidecar_requests_total", cluster="w", policy="failing-sync", verb="get", code="500")
+                w.metric("mkpolicy_sidecar_requests_total", cluster="w", policy="failing-sync", verb="get", code="200")
                 == 5
             )
             assert (
                 w.metric("mkpolicy_sidecar_transform_errors_total", cluster="w", policy="failing-sync", phase="sync")
+                == 5
+            )
+            assert (
+                w.metric("mkpolicy_sidecar_refusals_total", cluster="w", policy="failing-sync", reason="SyncFailed")
                 == 5
             )
 
