@@ -6,7 +6,9 @@ Requests for the policies' kinds are transformed, everything else passes through
 Probes and Prometheus metrics are served on the ops port; logs are JSON on stderr.
 
 --wire points the MultiKueueCluster Secrets at the sidecar once it listens (keeping
-the original kubeconfigs; idempotent); --unwire restores them and exits.
+the original kubeconfigs; idempotent) and watches them: a Secret rewritten by a rotation
+or GitOps is wired again, its new kubeconfig kept as the worker's real one. --unwire
+restores them (the newest real kubeconfig) and exits.
 --kubeconfig-dir writes each worker endpoint's kubeconfig (to wire by hand).
 --check validates the configuration, the policies and the worker kubeconfigs (files, and
 Secrets when the manager is reachable), reads Kueue's configuration from the manager
@@ -35,7 +37,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policies", required=True, metavar="DIR", help="policy directory (hot reloaded)")
     parser.add_argument("--config", required=True, metavar="FILE", help="SidecarConfig YAML file")
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--wire", action="store_true", help="point the MultiKueueCluster Secrets at the sidecar")
+    mode.add_argument(
+        "--wire",
+        action="store_true",
+        help="point the MultiKueueCluster Secrets at the sidecar and keep them so (a rotated Secret is wired "
+        "again, its new kubeconfig kept as the worker's real one)",
+    )
     mode.add_argument("--unwire", action="store_true", help="restore the MultiKueueCluster Secrets, then exit")
     mode.add_argument("--check", action="store_true", help="validate config, policies and kubeconfig files, then exit")
     mode.add_argument("--init-state", metavar="DIR", help="write CA, certificate and tokens to DIR, then exit")
