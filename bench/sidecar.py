@@ -22,11 +22,18 @@ client (this process, aiohttp with keep-alive over TLS, like client-go).
 
 ``--uvloop`` runs the sidecar on uvloop's event loop instead of asyncio's (to compare).
 
+``--live-reads 10000,100000`` measures instead the default ``manager.reads: direct``
+(nothing cached): for each manager size, the sidecar's RSS after start and after Kueue's
+reconciles (goal: flat, <= 100 MiB), and its CPU per reconcile (Kueue's metadata-only
+ownership GET, passed through, then its JSON GET, transformed from a live manager read),
+the median over ``--rounds`` rounds.
+
 p50s are the best of ``--rounds`` rounds (the machine is shared; the best round is the
 least disturbed one), p99s are taken over all rounds' samples.
 
     python bench/sidecar.py [--requests 3000] [--rounds 3] [--objects 10000] [--events 5000] [--posts 300]
                             [--list-objects 10000] [--flood 600] [--uvloop]
+    python bench/sidecar.py --live-reads 10000,100000 [--reconciles 2000] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -412,6 +419,139 @@ async def attacks(side: Side, pid: int, flood: int) -> dict[str, float]:
     return out
 
 
+# -- live manager reads (manager.reads: direct): memory and CPU per Kueue reconcile ---------------
+#: Kueue's ownership check (jobframework.ValidateRemoteObjectOwnership): metadata only.
+METADATA_ACCEPT = (
+    "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,"
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+)
+#: Worker copies the reconciles cycle over (created through the sidecar first).
+LIVE_COPIES = 200
+
+
+def start_sidecar(tmp: Path, info: dict[str, Any], reads: str) -> tuple[subprocess.Popen[bytes], int, Side]:
+    """A sidecar process for the bench clusters, ready; (process, ops port, its endpoint)."""
+    import socket
+
+    for name in ("manager", "worker1"):
+        (tmp / f"{name}.kubeconfig").write_text(yaml.safe_dump(info[name]["kubeconfig"]))
+    if not (tmp / "policies").exists():
+        (tmp / "policies").mkdir()
+        shutil.copy(ROOT / "policies" / "tekton-pipelinerun.yaml", tmp / "policies")
+        shutil.copytree(ROOT / "schemas", tmp / "schemas")
+    with socket.socket() as s1, socket.socket() as s2:
+        s1.bind(("127.0.0.1", 0))
+        s2.bind(("127.0.0.1", 0))
+        port, ops = s1.getsockname()[1], s2.getsockname()[1]
+    (tmp / "sidecar.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "listen": {"basePort": port},
+                "ops": {"address": "127.0.0.1", "port": ops},
+                "manager": {"kubeconfig": str(tmp / "manager.kubeconfig"), "reads": reads},
+                "workers": [{"name": "worker1", "kubeconfig": {"file": str(tmp / "worker1.kubeconfig")}}],
+                "state": {"dir": None},
+                "logging": {"level": "warning"},
+            }
+        )
+    )
+    out = tmp / "out"
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "mkpolicy", "sidecar", "--policies", str(tmp / "policies")),
+            *("--config", str(tmp / "sidecar.yaml"), "--kubeconfig-dir", str(out)),
+        ]
+    )
+    while not ready(ops) or not (out / "worker1.kubeconfig").exists():
+        if proc.poll() is not None:
+            raise SystemExit("the sidecar exited")
+        time.sleep(0.05)
+    kubeconfig = yaml.safe_load((out / "worker1.kubeconfig").read_text())
+    side = Side(
+        kubeconfig["clusters"][0]["cluster"]["server"],
+        kubeconfig["users"][0]["user"]["token"],
+        base64.b64decode(kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"]).decode(),
+    )
+    return proc, ops, side
+
+
+async def kueue_reconciles(side: Side, pid: int, reconciles: int, rounds: int) -> dict[str, float]:
+    """Create the worker copies, then Kueue's reconciles of them; CPU ms per reconcile (median of rounds)."""
+    import aiohttp
+
+    async with aiohttp.ClientSession() as session:
+        for i in range(1, LIVE_COPIES + 1):
+            copy = manager_run(i)
+            copy["spec"].pop("managedBy")
+            copy["metadata"].setdefault("labels", {})[ORIGIN] = "multikueue"
+            copy["metadata"].setdefault("annotations", {})[PREBUILT] = f"wl-{i}"
+            await timed(session, side, "POST", PR_PATH, copy)
+        per_round = max(1, reconciles // rounds)
+        cpu, wall = [], []
+        meta = Side.__new__(Side)
+        meta.base, meta.ssl = side.base, side.ssl
+        meta.headers = dict(side.headers, Accept=METADATA_ACCEPT)
+        for _ in range(rounds):
+            c0, t0 = cpu_seconds(pid), time.perf_counter()
+            for n in range(per_round):
+                path = f"{PR_PATH}/run-{1 + n % LIVE_COPIES:05d}"
+                await timed(session, meta, "GET", path)  # the ownership check: passes through
+                await timed(session, side, "GET", path)  # the read whose status is copied: transformed
+            cpu.append((cpu_seconds(pid) - c0) / per_round * 1000)
+            wall.append((time.perf_counter() - t0) / per_round * 1000)
+    return {"cpu_ms": statistics.median(cpu), "wall_ms": statistics.median(wall)}
+
+
+def live_reads(sizes: list[int], reconciles: int, rounds: int) -> list[dict[str, Any]]:
+    """For each manager size: the sidecar's RSS (ready, after the reconciles), CPU per reconcile."""
+    out = []
+    for objects in sizes:
+        tmp = Path(tempfile.mkdtemp(prefix="mkpolicy-bench-live-"))
+        clusters = subprocess.Popen(
+            [
+                *(sys.executable, __file__, "--serve-clusters", "--objects", str(objects)),
+                *("--events", "0", "--worker-latency-ms", "0", "--list-objects", "0"),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        proc = None
+        try:
+            assert clusters.stdout is not None
+            info = json.loads(clusters.stdout.readline())
+            proc, _, side = start_sidecar(tmp, info, "direct")
+            rss_ready = rss_mib(proc.pid)
+            figures = asyncio.run(kueue_reconciles(side, proc.pid, reconciles, rounds))
+            out.append({"objects": objects, "rss_ready_mib": rss_ready, "rss_after_mib": rss_mib(proc.pid), **figures})
+        finally:
+            if proc is not None:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(30)
+            if clusters.stdin is not None:
+                clusters.stdin.close()
+            clusters.wait(60)
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def print_live_reads(results: list[dict[str, Any]], rounds: int) -> None:
+    print(f"{'manager objects':>16} {'RSS ready':>10} {'RSS after':>10} {'CPU/reconcile':>14} {'wall/reconcile':>15}")
+    for r in results:
+        print(
+            f"{r['objects']:>16,} {r['rss_ready_mib']:>7.0f} MiB {r['rss_after_mib']:>7.0f} MiB "
+            f"{r['cpu_ms']:>11.2f} ms {r['wall_ms']:>12.2f} ms"
+        )
+    flat = max(r["rss_after_mib"] for r in results) - min(r["rss_after_mib"] for r in results)
+    worst = max(r["rss_after_mib"] for r in results)
+    verdict = "ok" if worst <= 100 else "MISSED"
+    print(f"RSS spread {flat:.0f} MiB, largest {worst:.0f} MiB (goal: flat, <= 100 MiB): {verdict}")
+    print(
+        f"(reconcile = Kueue's metadata-only ownership GET + its JSON GET; medians of {rounds} rounds; "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)"
+    )
+
+
 def rss_mib(pid: int) -> float:
     with open(f"/proc/{pid}/status", encoding="ascii") as fh:
         for line in fh:
@@ -447,9 +587,25 @@ def main() -> int:
     parser.add_argument("--uvloop", action="store_true", help="run the sidecar on uvloop's event loop")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--profile", metavar="FILE", help="run the sidecar under cProfile, write the stats to FILE")
+    parser.add_argument(
+        "--live-reads",
+        metavar="N,N",
+        help="measure manager.reads: direct instead: RSS and CPU per Kueue reconcile for these manager sizes",
+    )
+    parser.add_argument("--reconciles", type=int, default=2000, help="Kueue reconciles per size (--live-reads)")
     parser.add_argument("--serve-clusters", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--serve-floor", nargs=2, metavar=("URL", "CA"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.live_reads and not args.serve_clusters:
+        sizes = [int(n) for n in args.live_reads.split(",")]
+        if min(sizes) <= LIVE_COPIES:
+            parser.error(f"--live-reads: each size must exceed {LIVE_COPIES} (the copies reconciled)")
+        results = live_reads(sizes, args.reconciles, args.rounds)
+        if args.json:
+            print(json.dumps(results, indent=2))
+        else:
+            print_live_reads(results, args.rounds)
+        return 0
     if args.posts + POST_WARMUP >= args.objects and not args.serve_clusters:
         parser.error(f"--posts must stay below --objects - {POST_WARMUP} (each POST copies a manager object)")
     if args.serve_clusters:

@@ -239,6 +239,7 @@ class Scenario:
                     "workers": [{"name": w, "kubeconfig": {"secret": {"name": f"{w}-secret"}}} for w in WORKERS],
                     "reload": {"intervalSeconds": 0},
                     "shutdown": {"gracePeriodSeconds": 2},
+                    "state": {"dir": str(tmp / "state")},
                 }
             )
             sidecar = Sidecar(config, str(policies))

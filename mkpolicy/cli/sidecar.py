@@ -6,10 +6,15 @@ Requests for the policies' kinds are transformed, everything else passes through
 Probes and Prometheus metrics are served on the ops port; logs are JSON on stderr.
 
 --wire points the MultiKueueCluster Secrets at the sidecar once it listens (keeping
-the original kubeconfigs; idempotent); --unwire restores them and exits.
+the original kubeconfigs; idempotent) and watches them: a Secret rewritten by a rotation
+or GitOps is wired again, its new kubeconfig kept as the worker's real one. --unwire
+restores them (the newest real kubeconfig) and exits.
 --kubeconfig-dir writes each worker endpoint's kubeconfig (to wire by hand).
---check validates the configuration, the policies and the worker kubeconfig files,
-says which valid policies the sidecar skips (stock Kueue cannot carry them), then
+--check validates the configuration, the policies and the worker kubeconfigs (files, and
+Secrets when the manager is reachable), reads Kueue's configuration from the manager
+(ConfigMap kueue-manager-config, the Deployment's image for Kueue's version) and says
+which valid policies the sidecar skips and why, which policy names another version than
+Kueue's externalFrameworks entry, which ports collide with Kueue's in its pod, then
 exits. --init-state DIR writes the CA, serving certificate and worker tokens to DIR
 and exits: several Kueue replicas then share them (a Secret mounted as state.dir).
 
@@ -20,6 +25,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mkpolicy.engine import Adapter
+    from mkpolicy.sidecar.config import SidecarConfig
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -27,7 +37,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policies", required=True, metavar="DIR", help="policy directory (hot reloaded)")
     parser.add_argument("--config", required=True, metavar="FILE", help="SidecarConfig YAML file")
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--wire", action="store_true", help="point the MultiKueueCluster Secrets at the sidecar")
+    mode.add_argument(
+        "--wire",
+        action="store_true",
+        help="point the MultiKueueCluster Secrets at the sidecar and keep them so (a rotated Secret is wired "
+        "again, its new kubeconfig kept as the worker's real one)",
+    )
     mode.add_argument("--unwire", action="store_true", help="restore the MultiKueueCluster Secrets, then exit")
     mode.add_argument("--check", action="store_true", help="validate config, policies and kubeconfig files, then exit")
     mode.add_argument("--init-state", metavar="DIR", help="write CA, certificate and tokens to DIR, then exit")
@@ -41,11 +56,10 @@ def run(args: argparse.Namespace) -> int:
 
     from mkpolicy.cli.common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, error
     from mkpolicy.errors import MkpolicyError
-    from mkpolicy.kube.kubeconfig import KubeconfigError, rest_config
-    from mkpolicy.kube.kubeconfig import load_kubeconfig as read_kubeconfig
+    from mkpolicy.kube.kubeconfig import KubeconfigError
     from mkpolicy.kube.rest import RestConfigError
     from mkpolicy.sidecar import ConfigError, ReloadError, Sidecar, load_config, setup_logging, unwire_all
-    from mkpolicy.sidecar.policies import compile_directory, split_wire
+    from mkpolicy.sidecar.policies import compile_directory
 
     try:
         config = load_config(args.config)
@@ -80,24 +94,7 @@ def run(args: argparse.Namespace) -> int:
         except ReloadError as exc:
             print(exc.message, file=sys.stderr)
             return EXIT_FINDINGS
-        failed = False
-        for worker in config.workers:
-            if worker.kubeconfig.file is None:
-                print(f"{worker.name}: kubeconfig from a Secret (checked at start)")
-                continue
-            try:
-                rest_config(read_kubeconfig(worker.kubeconfig.file), worker.kubeconfig.file)
-                print(f"{worker.name}: ok: {worker.kubeconfig.file}")
-            except KubeconfigError as exc:
-                failed = True
-                for violation in exc.violations:
-                    print(f"{worker.kubeconfig.file}: error: {violation}", file=sys.stderr)
-        carried, skipped = split_wire(adapters)
-        for adapter in carried:
-            print(f"policy {adapter.name}: ok ({adapter.gvk})")
-        for adapter, reason in skipped:  # valid, but the sidecar will not use them
-            print(f"policy {adapter.name}: skipped ({adapter.gvk}): stock Kueue cannot carry it: {reason}")
-        return EXIT_USAGE if failed else EXIT_OK
+        return asyncio.run(check(config, adapters))
 
     async def serve() -> int:
         if args.unwire:
@@ -124,7 +121,10 @@ def run(args: argparse.Namespace) -> int:
                     )
             if args.wire:
                 for name, wired in (await sidecar.wire()).items():
-                    print(f"{name}: wired ({wired})", file=sys.stderr)
+                    print(
+                        f"{name}: wired ({wired})" if not wired.startswith("not ") else f"{name}: {wired}",
+                        file=sys.stderr,
+                    )
             await stop.wait()
         finally:
             await sidecar.stop()
@@ -149,3 +149,80 @@ def run(args: argparse.Namespace) -> int:
         bind = bind_error(config, exc)
         print(f"{args.config}: error: {bind}" if bind else f"error: cannot start: {exc}", file=sys.stderr)
         return EXIT_USAGE
+
+
+async def check(config: SidecarConfig, adapters: list[Adapter]) -> int:
+    """``--check``: the worker kubeconfigs, Kueue's configuration and the policies, reported.
+
+    Reads what it can from the manager (Kueue's ConfigMap and Deployment, Secret-held
+    kubeconfigs); without a manager connection it says what it could not check. Exits 2
+    when a worker kubeconfig is refused; warnings do not fail.
+    """
+    from mkpolicy.cli.common import EXIT_OK, EXIT_USAGE
+    from mkpolicy.errors import MkpolicyError
+    from mkpolicy.kube.client import KubeClient
+    from mkpolicy.sidecar import manager_rest_config
+    from mkpolicy.sidecar.kueueconfig import (
+        Finding,
+        KueueInfo,
+        parse_version,
+        policy_findings,
+        port_findings,
+        read_kueue,
+        sidecar_ports,
+    )
+    from mkpolicy.sidecar.metrics import Metrics
+    from mkpolicy.sidecar.policies import split_wire
+    from mkpolicy.sidecar.workers import WorkerLink
+
+    manager: KubeClient | None = None
+    try:
+        manager = KubeClient(manager_rest_config(config), user_agent="mkpolicy-sidecar-check", timeout=10)
+        kueue = await read_kueue(manager, config)
+    except MkpolicyError as exc:  # no manager connection (not in a pod, no kubeconfig)
+        kueue = KueueInfo(unread=[f"no manager connection: {exc.message}"])
+        if config.kueue.version is not None:
+            kueue.version = parse_version(config.kueue.version)
+    failed = False
+    try:
+        metrics = Metrics()
+        for worker in config.workers:
+            link = WorkerLink(worker, config.manager.namespace, frozenset, metrics)
+            if worker.kubeconfig.secret is not None and manager is None:
+                print(f"worker {worker.name}: not checked ({link.source}; no manager connection)")
+                continue
+            await link.load(manager)
+            await link.upstream.close()
+            if link.problem is None:
+                print(f"worker {worker.name}: ok: {link.source}")
+            else:
+                failed = True
+                print(f"worker {worker.name}: error: {link.problem}", file=sys.stderr)
+    finally:
+        if manager is not None:
+            await manager.close()
+    print(f"kueue: {kueue.describe()}")
+    for unread in kueue.unread:
+        print(f"kueue: not read: {unread}")
+    carried, skipped = split_wire(adapters, kueue)
+    for adapter in carried:
+        print(f"policy {adapter.name}: ok ({adapter.gvk})")
+    for adapter, reason in skipped:  # valid, but the sidecar will not use them
+        print(f"policy {adapter.name}: skipped ({adapter.gvk}): stock Kueue cannot carry it: {reason}")
+    findings = policy_findings(kueue, [(a.name, a.gvk) for a in carried])
+    findings += port_findings(kueue, sidecar_ports(config))
+    if config.shutdown.grace_period_seconds >= 10:
+        findings.append(
+            Finding(
+                "warning",
+                f"shutdown.gracePeriodSeconds {config.shutdown.grace_period_seconds:g} is not below Kueue's "
+                "terminationGracePeriodSeconds (10): the kubelet kills the pod before the sidecar drains",
+            )
+        )
+    if config.state.dir is None:
+        findings.append(
+            Finding("warning", "state.dir is null: a new CA and tokens at every start; Kueue's kubeconfigs go stale")
+        )
+    for finding in findings:
+        print(f"{finding.level}: {finding.message}")
+    return EXIT_USAGE if failed else EXIT_OK

@@ -12,11 +12,12 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 
 from mkpolicy.errors import Location, MkpolicyError
-from mkpolicy.kube.rest import RestConfig, TokenSource, resource_path
+from mkpolicy.kube.rest import RestConfig, RestConfigError, TokenSource, resource_path
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -86,6 +87,15 @@ class KubeClient:
         self._user_agent = user_agent
         self._session: aiohttp.ClientSession | None = None
         self._ssl = config.ssl_context()
+        parts = urlsplit(config.server)
+        #: The server URL without user info (that authenticates through :meth:`headers`).
+        self._base = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+        self._proxy = config.proxy_url
+        if self._proxy and urlsplit(self._proxy).scheme.lower() not in ("http", "https"):
+            raise RestConfigError(
+                f"proxy-url {self._proxy!r} of {self._base}: mkpolicy's API client reaches servers through "
+                "http(s) proxies only"
+            )
 
     async def __aenter__(self) -> KubeClient:
         return self
@@ -113,7 +123,7 @@ class KubeClient:
 
     def url(self, path: str) -> str:
         """The absolute URL of ``path`` on this server."""
-        return self.config.server + path
+        return self._base + path
 
     async def close(self) -> None:
         """Close the connection pool."""
@@ -138,7 +148,14 @@ class KubeClient:
             headers["Content-Type"] = content_type
         limit = aiohttp.ClientTimeout(total=timeout if timeout is not None else self._timeout)
         async with self.session().request(
-            method, self.url(path), params=params, data=data, headers=headers, timeout=limit, ssl=self._ssl_arg()
+            method,
+            self.url(path),
+            params=params,
+            data=data,
+            headers=headers,
+            timeout=limit,
+            ssl=self._ssl_arg(),
+            proxy=self._proxy,
         ) as resp:
             raw = await resp.read()
             if resp.status >= 400:
@@ -199,7 +216,12 @@ class KubeClient:
             query["timeoutSeconds"] = str(timeout_seconds)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=None)
         async with self.session().get(
-            self.url(path), params=query, headers=self.headers({"Accept": JSON}), timeout=timeout, ssl=self._ssl_arg()
+            self.url(path),
+            params=query,
+            headers=self.headers({"Accept": JSON}),
+            timeout=timeout,
+            ssl=self._ssl_arg(),
+            proxy=self._proxy,
         ) as resp:
             if resp.status >= 400:
                 raw = await resp.read()

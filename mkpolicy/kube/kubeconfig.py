@@ -1,9 +1,10 @@
 """Kubeconfig documents: building them, reading them, and Kueue's MultiKueue rules.
 
 Kueue (>= 0.15) refuses a MultiKueueCluster kubeconfig that could run code or read
-files in the manager pod, or that weakens TLS. :func:`kueue_violations` applies the
-same rules, and :func:`rest_config` turns a kubeconfig into the connection settings
-mkpolicy's own HTTP client uses.
+token or CA files in the manager pod, or that skips TLS verification.
+:func:`kueue_violations` applies exactly Kueue's rules (no more: Kueue accepts plain
+``http``, the system roots, client certificate files and ``proxy-url``), and
+:func:`rest_config` turns a kubeconfig into the connection settings mkpolicy uses.
 """
 
 from __future__ import annotations
@@ -131,13 +132,17 @@ def _named(config: Mapping[str, Any], section: str, item: str) -> dict[str, dict
 
 
 def _current(
-    config: Mapping[str, Any], context: str | None = None
+    config: Mapping[str, Any], context: str | None = None, *, strict: bool = False
 ) -> tuple[str, dict[str, Any], str, dict[str, Any], str, dict[str, Any]]:
-    """(context, cluster, user) names and bodies of ``context`` (default: the current one)."""
+    """(context, cluster, user) names and bodies of ``context`` (default: the current one).
+
+    ``strict``: as client-go's ``RESTConfigFromKubeConfig`` (which Kueue uses), a
+    current-context is required; otherwise a kubeconfig with a single context uses it.
+    """
     contexts = _named(config, "contexts", "context")
     name = context or config.get("current-context")
     if not name:
-        if len(contexts) != 1:
+        if strict or len(contexts) != 1:
             raise KubeconfigError(f"expected current-context to name a context; found {name!r}")
         name = next(iter(contexts))
     if name not in contexts:
@@ -152,45 +157,80 @@ def _current(
     return name, ctx, cluster_name, clusters[cluster_name], user_name, users.get(user_name, {})
 
 
-def valid_server_host(server: str) -> bool:
-    """Kueue's endpoint rule: the host is an IP address or a DNS-1123 subdomain (case-insensitive)."""
-    try:
-        host = urlsplit(server.lower()).hostname or ""
-    except ValueError:
+def _go_split_host_port(hostport: str) -> str:
+    """The host part as Go's ``net.SplitHostPort`` finds it, or all of ``hostport`` when that fails."""
+    if hostport.startswith("["):
+        end = hostport.find("]")
+        if end > 0 and hostport[end + 1 : end + 2] == ":":
+            return hostport[1:end]
+        return hostport  # "[::1]" without a port: SplitHostPort fails, the brackets stay
+    if hostport.count(":") == 1:
+        return hostport.partition(":")[0]
+    return hostport  # no port, or too many colons
+
+
+def _is_go_ip(host: str) -> bool:
+    """Whether Go's ``net.ParseIP`` accepts ``host`` (no zone, no brackets, no leading zeros)."""
+    if "%" in host:
         return False
     try:
         ipaddress.ip_address(host)
-        return True
     except ValueError:
-        return len(host) <= 253 and bool(_DNS_SUBDOMAIN.match(host))
+        return False
+    return True
 
 
-def kueue_violations(config: Mapping[str, Any], *, require_ca_data: bool = True) -> list[str]:
-    """Every MultiKueue kubeconfig rule ``config`` breaks (empty when it is acceptable).
+def valid_server_host(server: str) -> bool:
+    """Kueue's endpoint rule (``isValidHostname`` in Kueue's multikueuecluster.go).
 
-    The rules are Kueue's (``validateKubeconfig`` / ``validateRestConfig``): no token
-    files, no ``insecure-skip-tls-verify``, no CA, client-certificate or client-key
-    file paths, a server URL that is ``https`` with a plain IP or DNS host and no user
-    info, no basic auth, no exec or auth-provider plugins. ``require_ca_data`` also
-    asks for ``certificate-authority-data`` on the current cluster (the shape
-    mkpolicy generates; stock Kueue falls back to the system roots).
+    The server URL, lower-cased, must parse; the host of its authority (user info and
+    port dropped as Go's ``url.Parse`` and ``net.SplitHostPort`` drop them) must be an IP
+    address or a DNS-1123 subdomain. A server without a scheme has no authority and fails.
+    """
+    try:
+        parts = urlsplit(server.lower())
+    except ValueError:
+        return False
+    hostport = parts.netloc.rpartition("@")[2]
+    if not parts.scheme or not hostport:
+        return False
+    host = _go_split_host_port(hostport)
+    if host != hostport:
+        port = hostport[len(host) + (2 if hostport.startswith("[") else 0) + 1 :]
+        if port and not port.isdigit():
+            return False  # Go's url.Parse: invalid port
+    if _is_go_ip(host):
+        return True
+    return len(host) <= 253 and bool(_DNS_SUBDOMAIN.match(host))
+
+
+#: The proxy schemes client-go accepts in a kubeconfig's ``proxy-url`` (``parseProxyURL``).
+PROXY_SCHEMES = ("http", "https", "socks5")
+
+
+def kueue_violations(config: Mapping[str, Any]) -> list[str]:
+    """Every MultiKueue kubeconfig rule ``config`` breaks (empty when Kueue accepts it).
+
+    Exactly Kueue's rules (``validateKubeconfig`` and ``validateRestConfig`` in Kueue's
+    pkg/controller/admissionchecks/multikueue/multikueuecluster.go, v0.19.2), plus what
+    client-go's ``RESTConfigFromKubeConfig`` refuses on the way (tools/clientcmd
+    validation.go: a current-context, a server, a client key with a client certificate,
+    a proxy-url scheme of http, https or socks5):
+
+    * refused in every user: ``tokenFile``; in every cluster: ``insecure-skip-tls-verify``,
+      a ``certificate-authority`` file path, an empty server;
+    * refused in the current context: basic auth, ``exec``, ``auth-provider``, a server
+      whose host is neither an IP address nor a DNS-1123 name;
+    * accepted: ``http`` servers, no CA data (the system roots), client certificate and
+      key file paths, user info in the server URL, ``proxy-url``.
     """
     problems: list[str] = []
     for name, user in _named(config, "users", "user").items():
         if user.get("tokenFile"):
             problems.append(f"user {name!r}: tokenFile is not allowed (put the token inline as 'token')")
-        for key in ("client-certificate", "client-key"):
-            if user.get(key):
-                problems.append(f"user {name!r}: {key} file paths are not allowed (use {key}-data)")
-        if user.get("username") or user.get("password"):
-            problems.append(f"user {name!r}: basic auth (username/password) is not allowed")
-        if user.get("exec"):
-            problems.append(f"user {name!r}: exec credential plugins are not allowed")
-        if user.get("auth-provider"):
-            problems.append(f"user {name!r}: auth-provider plugins are not allowed")
     for name, cluster in _named(config, "clusters", "cluster").items():
         if cluster.get("insecure-skip-tls-verify"):
-            problems.append(f"cluster {name!r}: insecure-skip-tls-verify is not allowed (TLS is required)")
+            problems.append(f"cluster {name!r}: insecure-skip-tls-verify is not allowed (TLS must be verified)")
         if cluster.get("certificate-authority"):
             problems.append(
                 f"cluster {name!r}: certificate-authority file paths are not allowed (use certificate-authority-data)"
@@ -198,34 +238,43 @@ def kueue_violations(config: Mapping[str, Any], *, require_ca_data: bool = True)
         if not cluster.get("server"):
             problems.append(f"cluster {name!r}: a server URL is required")
     try:
-        _, _, cluster_name, cluster, _, _ = _current(config)
+        _, _, cluster_name, cluster, user_name, user = _current(config, strict=True)
     except KubeconfigError as exc:
         problems.append(exc.message)
         return problems
     server = str(cluster.get("server") or "")
-    if server:
-        parts = urlsplit(server)
-        if parts.scheme.lower() != "https":
-            problems.append(f"cluster {cluster_name!r}: server {server!r} must use https (TLS is required)")
-        if parts.username is not None or parts.password is not None:
-            problems.append(f"cluster {cluster_name!r}: the server URL must not carry user info")
-        if not valid_server_host(server):
+    if server and not valid_server_host(server):
+        problems.append(
+            f"cluster {cluster_name!r}: untrusted server endpoint {server!r} "
+            "(expected a URL whose host is an IP address or a DNS-1123 name)"
+        )
+    proxy = cluster.get("proxy-url")
+    if proxy:
+        scheme = urlsplit(str(proxy)).scheme.lower() if isinstance(proxy, str) else ""
+        if scheme not in PROXY_SCHEMES:
             problems.append(
-                f"cluster {cluster_name!r}: untrusted server endpoint {server!r} "
-                "(expected an IP address or a DNS-1123 host name)"
+                f"cluster {cluster_name!r}: proxy-url {proxy!r}: expected an http, https or socks5 URL; "
+                f"found scheme {scheme!r}"
             )
     ca_data = cluster.get("certificate-authority-data")
-    if ca_data:
-        if _decode_pem(ca_data, b"CERTIFICATE") is None:
-            problems.append(f"cluster {cluster_name!r}: certificate-authority-data is not a base64 PEM certificate")
-    elif require_ca_data:
-        problems.append(f"cluster {cluster_name!r}: certificate-authority-data is required (the CA as data)")
+    if ca_data and _decode_pem(ca_data, b"CERTIFICATE") is None:
+        problems.append(f"cluster {cluster_name!r}: certificate-authority-data is not a base64 PEM certificate")
+    if user.get("username") or user.get("password"):
+        problems.append(f"user {user_name!r}: basic auth (username/password) is not allowed")
+    if user.get("exec"):
+        problems.append(f"user {user_name!r}: exec credential plugins are not allowed")
+    if user.get("auth-provider"):
+        problems.append(f"user {user_name!r}: auth-provider plugins are not allowed")
+    has_cert = bool(user.get("client-certificate") or user.get("client-certificate-data"))
+    has_key = bool(user.get("client-key") or user.get("client-key-data"))
+    if has_cert and not has_key:
+        problems.append(f"user {user_name!r}: a client certificate needs client-key-data or client-key")
     return problems
 
 
-def check_kueue_rules(config: Mapping[str, Any], source: str = "<kubeconfig>", *, require_ca_data: bool = True) -> None:
+def check_kueue_rules(config: Mapping[str, Any], source: str = "<kubeconfig>") -> None:
     """Raise :class:`KubeconfigError` listing every Kueue rule ``config`` breaks."""
-    problems = kueue_violations(config, require_ca_data=require_ca_data)
+    problems = kueue_violations(config)
     if problems:
         summary = problems[0] if len(problems) == 1 else f"{len(problems)} problems: " + "; ".join(problems)
         raise KubeconfigError(f"kubeconfig rejected by Kueue's rules: {summary}", Location(source), problems)
@@ -261,15 +310,17 @@ def rest_config(
     """The connection settings of ``config``'s current context.
 
     With ``kueue_rules`` (worker kubeconfigs) the rules of :func:`kueue_violations`
-    apply first. Without them (the manager's own kubeconfig) file paths are read
-    relative to ``base_dir``; exec and auth-provider plugins and basic auth are still
-    refused, because mkpolicy's client cannot run them. ``context`` picks a context
-    other than the current one.
+    apply first; client certificate and key paths are still read (Kueue reads them in
+    its pod, the sidecar in its container). Without them (the manager's own kubeconfig)
+    every file path is read, token files too. File paths are relative to ``base_dir``
+    (the kubeconfig file's directory), else to the working directory as client-go reads
+    them. Exec and auth-provider plugins and basic auth are refused either way:
+    mkpolicy's client cannot run them. ``context`` picks a context other than the current one.
     """
     if kueue_rules:
         check_kueue_rules(config, source)
     try:
-        context_name, ctx, cluster_name, cluster, user_name, user = _current(config, context)
+        context_name, ctx, cluster_name, cluster, user_name, user = _current(config, context, strict=kueue_rules)
     except KubeconfigError as exc:
         raise KubeconfigError(exc.message, Location(source)) from None
     for key, what in (("exec", "exec credential plugins"), ("auth-provider", "auth-provider plugins")):
@@ -292,6 +343,7 @@ def rest_config(
     token_file = user.get("tokenFile")
     if token_file and base_dir is not None and not os.path.isabs(token_file):
         token_file = os.path.join(base_dir, token_file)
+    proxy = cluster.get("proxy-url")
     return RestConfig(
         server=server.rstrip("/"),
         ca_pem=ca_pem,
@@ -303,6 +355,7 @@ def rest_config(
         tls_server_name=cluster.get("tls-server-name") or None,
         namespace=ctx.get("namespace") or None,
         context=context_name,
+        proxy_url=str(proxy) if proxy else None,
     )
 
 

@@ -7,12 +7,13 @@ never part of its ``repr``.
 
 from __future__ import annotations
 
+import base64
 import os
 import ssl
 import tempfile
 import time
 from dataclasses import dataclass, field
-from urllib.parse import quote
+from urllib.parse import quote, unquote, urlsplit
 
 from mkpolicy.errors import Location, MkpolicyError
 
@@ -37,8 +38,9 @@ class RestConfig:
     tls_server_name: str | None = None
     namespace: str | None = None
     context: str | None = None
-    #: The kubeconfig's ``proxy-url``: an ``http://`` proxy the connection is tunnelled through (CONNECT).
-    proxy_url: str | None = None
+    #: The kubeconfig's ``proxy-url`` (http, https or socks5 as client-go accepts it); the sidecar's
+    #: pool tunnels through ``http://`` proxies (CONNECT). May carry credentials: not in the repr.
+    proxy_url: str | None = field(default=None, repr=False)
 
     @property
     def uses_tls(self) -> bool:
@@ -144,10 +146,22 @@ class TokenSource:
                     raise RestConfigError(f"cannot read token file {path!r}: {exc.strerror or exc}") from None
         return self._token
 
-    def headers(self) -> dict[str, str]:
-        """``Authorization`` header for the current token (empty without one)."""
+    def authorization(self) -> str | None:
+        """The ``Authorization`` value: the bearer token, else basic auth from user info in the
+        server URL (Go's HTTP client sends that when nothing else authenticates), else None."""
         token = self.token()
-        return {"Authorization": f"Bearer {token}"} if token else {}
+        if token:
+            return f"Bearer {token}"
+        parts = urlsplit(self._config.server)
+        if parts.username is None:
+            return None
+        pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+        return "Basic " + base64.b64encode(pair.encode()).decode("ascii")
+
+    def headers(self) -> dict[str, str]:
+        """The ``Authorization`` header (empty when nothing authenticates)."""
+        value = self.authorization()
+        return {"Authorization": value} if value else {}
 
 
 def resource_path(

@@ -36,10 +36,19 @@ NATIVE_KINDS = frozenset(
 
 def generic_adapter_gap(policy: FrameworkPolicy) -> str | None:
     """Why stock Kueue's generic adapter cannot carry ``policy`` (None when it can)."""
-    spec = policy.spec
-    gvk = spec.gvk
+    gvk = policy.spec.gvk
     if (gvk.group, gvk.kind) in NATIVE_KINDS:
         return f"Kueue adapts {gvk.kind} natively, not through the generic adapter"
+    return wire_gap(policy)
+
+
+def wire_gap(policy: FrameworkPolicy) -> str | None:
+    """Why the generic adapter cannot carry ``policy`` whatever Kueue's integrations (None when it can).
+
+    The sidecar asks this, and decides natively adapted kinds by the integrations Kueue
+    enables (a kind whose integration is off can be an external framework).
+    """
+    spec = policy.spec
     if spec.managed_by is None:
         return f"managedBy: null; stock Kueue's generic adapter needs {DEFAULT_MANAGED_BY_PATH}"
     if spec.managed_by.path != DEFAULT_MANAGED_BY_PATH:

@@ -15,9 +15,13 @@ Modules, one job each:
 * ``fastpath`` — plain reads answered from protocol callbacks, without waking a task;
 * ``relay`` — copying a worker's answer to the client (streams, breaks, Status errors);
 * ``upstream`` — the keep-alive connection pool to one real worker;
-* ``cache`` — the watch cache of the manager's objects of a policy kind;
+* ``bodies`` — request bodies of policy kinds: JSON, or CBOR as client-go sends it;
+* ``cache`` — the watch cache of the manager's objects of a policy kind (``manager.reads: cache``);
 * ``policies`` — the active policy set and its hot reload;
+* ``kueueconfig`` — what the Kueue beside the sidecar is configured with, and what disagrees;
+* ``workers`` — each worker's real kubeconfig, followed (rotations), and whether it is served;
 * ``wiring`` — ``--wire``/``--unwire`` of the MultiKueueCluster Secrets;
+* ``events`` — Kubernetes Events on the manager's objects (client-go's correlation);
 * ``metrics``, ``logs``, ``ops`` — Prometheus, JSON logs, probes;
 * ``server`` — the :class:`Sidecar` tying them together (start, stop, run).
 """

@@ -17,7 +17,7 @@ from collections import OrderedDict
 from typing import Any
 
 from mkpolicy.kube.client import ApiError, Gone, KubeClient, ResourceInfo
-from mkpolicy.sidecar.logs import fields
+from mkpolicy.sidecar.logs import fields, plain_error
 from mkpolicy.sidecar.metrics import Metrics
 
 log = logging.getLogger("mkpolicy.sidecar.cache")
@@ -135,7 +135,7 @@ class ManagerCache:
                 failures += 1
                 log.warning(
                     "manager cache error; retrying",
-                    extra=fields(policy=self.policy, error=f"{type(exc).__name__}: {exc}", retry_in=delay),
+                    extra=fields(policy=self.policy, error=plain_error(exc), retry_in=delay),
                 )
                 await asyncio.sleep(delay)
 

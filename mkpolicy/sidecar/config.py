@@ -7,14 +7,19 @@ Example (every field but ``workers`` has a default)::
     origin: multikueue                 # Kueue's multiKueue.origin
     listen:
       address: 127.0.0.1               # the worker endpoints Kueue connects to
-      basePort: 9443                   # worker i listens on basePort + i unless it sets port
+      basePort: 7443                   # worker i listens on basePort + i unless it sets port
     ops:
       address: 0.0.0.0                 # /healthz, /readyz, /metrics (plain HTTP)
-      port: 8081
+      port: 7081                       # (Kueue's pod uses 8080/8443, 8081, 8082, 9443)
     manager:
       kubeconfig: null                 # null: the pod's service account (in-cluster)
       namespace: kueue-system          # where Kueue runs and its MultiKueueCluster Secrets live
-      reads: cache                     # cache (watch cache, direct read on a miss) | direct
+      reads: direct                    # direct (live, as Kueue reads) | cache (watch cache, may lag)
+    kueue:
+      configMap: kueue-manager-config  # Kueue's Configuration, read at start and by --check
+      deployment: kueue-controller-manager   # its image tag tells Kueue's version
+      version: null                    # when the Deployment cannot be read, e.g. "0.19.2"
+      workloadIdentifierAnnotations: null    # the feature gate, when Kueue's configuration does not say
     workers:
       - name: worker1                  # the MultiKueueCluster's name
         kubeconfig:
@@ -29,7 +34,7 @@ Example (every field but ``workers`` has a default)::
     reload:
       intervalSeconds: 2
     shutdown:
-      gracePeriodSeconds: 20
+      gracePeriodSeconds: 8            # below Kueue's terminationGracePeriodSeconds (10)
     limits:                            # bounds on clients and answers (see docs/install.md, "Hardening")
       maxConnections: 128              # per worker endpoint
       headSeconds: 10
@@ -93,7 +98,10 @@ class Listen(_Model):
     """Where the worker endpoints (the ones Kueue connects to) listen."""
 
     address: str = Field(default="127.0.0.1", description="IP address; loopback keeps them inside the pod.")
-    base_port: int = Field(default=9443, description="Worker i listens on basePort + i unless it sets port.")
+    base_port: int = Field(
+        default=7443,
+        description="Worker i listens on basePort + i unless it sets port (Kueue's pod uses 8080-8082, 8443, 9443).",
+    )
     hosts: list[str] = Field(
         default_factory=list, description="Extra host names or IPs for the serving certificate (besides the address)."
     )
@@ -106,7 +114,7 @@ class Ops(_Model):
     """Where the operations endpoints listen: /healthz, /readyz, /metrics (plain HTTP, no secrets)."""
 
     address: str = Field(default="0.0.0.0", description="IP address for the probes and Prometheus.")
-    port: int = Field(default=8081, description="TCP port.")
+    port: int = Field(default=7081, description="TCP port (Kueue's pod uses 8080-8082, 8443, 9443).")
 
     _check_address = field_validator("address")(_address)
     _check_port = field_validator("port")(_port)
@@ -121,9 +129,9 @@ class Manager(_Model):
     context: str | None = Field(default=None, description="Context of the kubeconfig (default: its current-context).")
     namespace: str = Field(default="kueue-system", description="Kueue's namespace (MultiKueueCluster Secrets).")
     reads: Literal["cache", "direct"] = Field(
-        default="cache",
-        description="cache: a watch cache of the policy kinds, a direct read on a miss; "
-        "direct: read the manager's object on every transformed request.",
+        default="direct",
+        description="direct: read the manager's object on every transformed request, live, as Kueue reads it; "
+        "cache: a watch cache of the policy kinds (a direct read on a miss), which may lag behind the manager.",
     )
 
     @field_validator("namespace")
@@ -194,12 +202,53 @@ class Worker(_Model):
         return None if value is None else _subdomain(value, "a Secret name")
 
 
+class Kueue(_Model):
+    """The Kueue the sidecar runs beside: where its configuration is, and what to assume when unreadable."""
+
+    config_map: str = Field(
+        default="kueue-manager-config",
+        description="ConfigMap in manager.namespace holding Kueue's Configuration "
+        "(key controller_manager_config.yaml).",
+    )
+    deployment: str = Field(
+        default="kueue-controller-manager",
+        description="Kueue's Deployment in manager.namespace; the image tag of its manager container "
+        "is Kueue's version.",
+    )
+    version: str | None = Field(
+        default=None,
+        description="Kueue's version (e.g. 0.19.2) when the Deployment cannot be read; null: read it.",
+    )
+    workload_identifier_annotations: bool | None = Field(
+        default=None,
+        description="Kueue's WorkloadIdentifierAnnotations feature gate when its configuration does not say; "
+        "null: the default of Kueue's version.",
+    )
+
+    @field_validator("config_map", "deployment")
+    @classmethod
+    def _names(cls, value: str) -> str:
+        return _subdomain(value, "an object name")
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^v?\d+\.\d+(\.\d+)?([-+].*)?$", value):
+            raise ValueError(f"expected a Kueue version such as 0.19.2; found {value!r}")
+        return value
+
+
+#: Where the deploy manifests mount the state (an in-memory emptyDir).
+DEFAULT_STATE_DIR = "/var/run/mkpolicy"
+
+
 class State(_Model):
     """Where the generated CA, serving certificate and tokens are kept."""
 
     dir: str | None = Field(
-        default=None,
-        description="Directory (mode 0700) keeping them across restarts; null generates new ones at every start.",
+        default=DEFAULT_STATE_DIR,
+        description="Directory (mode 0700) keeping them across restarts; null generates new ones at every start "
+        "(Kueue's kubeconfigs then need wiring again).",
     )
 
 
@@ -219,7 +268,11 @@ class Reload(_Model):
 class Shutdown(_Model):
     """Graceful shutdown on SIGTERM."""
 
-    grace_period_seconds: float = Field(default=20.0, description="How long in-flight requests may finish.")
+    grace_period_seconds: float = Field(
+        default=8.0,
+        description="How long in-flight requests may finish; keep it below the pod's terminationGracePeriodSeconds "
+        "(Kueue's is 10).",
+    )
 
     @field_validator("grace_period_seconds")
     @classmethod
@@ -316,6 +369,7 @@ class SidecarConfig(_Model):
     listen: Listen = Field(default_factory=Listen)
     ops: Ops = Field(default_factory=Ops)
     manager: Manager = Field(default_factory=Manager)
+    kueue: Kueue = Field(default_factory=Kueue)
     workers: list[Worker] = Field(description="The worker clusters (at least one).")
     state: State = Field(default_factory=State)
     reload: Reload = Field(default_factory=Reload)

@@ -36,18 +36,47 @@ class JsonFormatter(logging.Formatter):
 
 
 def setup_logging(level: str = "info", stream: TextIO | None = None) -> None:
-    """Send the ``mkpolicy`` loggers to ``stream`` (stderr) as JSON at ``level``."""
+    """Send every log line of the process to ``stream`` (stderr) as JSON.
+
+    ``mkpolicy`` loggers log at ``level``; the libraries' (aiohttp, asyncio) and Python's
+    warnings at warning and above, as JSON too: nothing reaches stderr in another format.
+    """
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter())
-    root = logging.getLogger("mkpolicy")
-    for old in list(root.handlers):
-        if isinstance(old.formatter, JsonFormatter):
-            root.removeHandler(old)
+    root = logging.getLogger()
+    ours = logging.getLogger("mkpolicy")
+    for logger in (root, ours):
+        for old in list(logger.handlers):
+            if isinstance(old.formatter, JsonFormatter):
+                logger.removeHandler(old)
     root.addHandler(handler)
-    root.setLevel(level.upper())
-    root.propagate = False
-    # aiohttp's access log duplicates ours; its errors still go through the root logger.
+    root.setLevel(logging.WARNING)
+    ours.setLevel(level.upper())
+    ours.propagate = True
+    logging.captureWarnings(True)
+    # aiohttp's access log duplicates ours.
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+
+
+def plain_error(exc: BaseException) -> str:
+    """What went wrong, in words: no Python reprs (``OSError``'s address tuples, exception classes).
+
+    ``MkpolicyError`` and ``ApiError``: their message; connection failures: the host and the
+    system's reason; timeouts: "timed out".
+    """
+    message = getattr(exc, "message", None)
+    if isinstance(message, str) and message:
+        return message
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    host = getattr(exc, "host", None)
+    cause = getattr(exc, "os_error", None)
+    if host is not None and isinstance(cause, OSError):  # aiohttp's ClientConnectorError
+        return f"cannot connect to {host}:{getattr(exc, 'port', '')}: {cause.strerror or type(cause).__name__}"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror if not exc.filename else f"{exc.filename}: {exc.strerror}"
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def fields(**values: Any) -> dict[str, Any]:

@@ -14,6 +14,18 @@ BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
+#: Reasons of mkpolicy_sidecar_refusals_total (also the reasons of the Events recorded).
+REFUSALS = (
+    "NotManaged",
+    "CreationFailed",
+    "SyncFailed",
+    "ManagerObjectMissing",
+    "VersionMismatch",
+    "PolicyPending",
+    "BadRequest",
+    "WorkerRefused",
+)
+
 
 class Metrics:
     """Every metric the sidecar exports."""
@@ -112,12 +124,60 @@ class Metrics:
             ["policy", "source"],
             registry=r,
         )
+        self.refusals = Counter(
+            "mkpolicy_sidecar_refusals_total",
+            "Creations (and reads) refused, by who refused and why: sidecar reasons (NotManaged, CreationFailed, "
+            "SyncFailed, ManagerObjectMissing, VersionMismatch, PolicyPending, BadRequest) or the worker's "
+            "(WorkerRefused). Each one also records a Kubernetes Event on the manager's object.",
+            ["cluster", "policy", "reason"],
+            registry=r,
+        )
+        self.events = Counter(
+            "mkpolicy_sidecar_events_total",
+            "Kubernetes Events by reason and result: recorded, filtered (client-go's spam filter), dropped "
+            "(queue full), failed (refused or unreachable).",
+            ["reason", "result"],
+            registry=r,
+        )
+        self.worker_up = Gauge(
+            "mkpolicy_sidecar_worker_up",
+            "1 when the worker's kubeconfig is accepted and its API server answered the last probe.",
+            ["cluster"],
+            registry=r,
+        )
+        self.kubeconfig_reloads = Counter(
+            "mkpolicy_sidecar_worker_kubeconfig_reloads_total",
+            "Worker kubeconfigs taken up after a change (rotated Secret or file), by result: ok, refused.",
+            ["cluster", "result"],
+            registry=r,
+        )
         self.cache_relists = Counter(
             "mkpolicy_sidecar_manager_cache_relists_total",
             "Full relists of the manager cache (start, 410 Gone, errors).",
             ["policy"],
             registry=r,
         )
+
+    def init_series(self, clusters: list[str], policies: list[str] = []) -> None:  # noqa: B006 (read only)
+        """Create the series that would otherwise appear only with their first event, at zero."""
+        for result in ("ok", "error"):
+            self.reloads.labels(result)
+        for reason in ("load", "compile", "discovery"):
+            self.reload_errors.labels(reason)
+        for cluster in clusters:
+            self.worker_up.labels(cluster)
+            for result in ("ok", "refused"):
+                self.kubeconfig_reloads.labels(cluster, result)
+            for reason in ("connect", "timeout", "read"):
+                self.upstream_errors.labels(cluster, reason)
+            for policy in policies:
+                for phase in ("create", "sync"):
+                    for result in ("ok", "error"):
+                        self.transforms.labels(cluster, policy, phase, result)
+                    self.transform_errors.labels(cluster, policy, phase)
+                    self.ignored_patches.labels(cluster, policy, phase)
+                for reason in REFUSALS:
+                    self.refusals.labels(cluster, policy, reason)
 
     def exposition(self) -> bytes:
         """The metrics in Prometheus text format."""

@@ -24,8 +24,9 @@ from mkpolicy.engine import Adapter
 from mkpolicy.errors import MkpolicyError
 from mkpolicy.kube.client import ApiError, ResourceInfo
 from mkpolicy.policy import GVK
-from mkpolicy.policy.kueue import generic_adapter_gap
-from mkpolicy.sidecar.logs import fields
+from mkpolicy.policy.kueue import wire_gap
+from mkpolicy.sidecar.kueueconfig import KueueInfo
+from mkpolicy.sidecar.logs import fields, plain_error
 from mkpolicy.sidecar.metrics import Metrics
 
 log = logging.getLogger("mkpolicy.sidecar.policies")
@@ -55,6 +56,8 @@ class PolicySet:
     fingerprint: str
     #: Policies whose kind the manager does not serve (yet): "name (GVK): why". Retried.
     pending: tuple[str, ...] = ()
+    #: (policy name, kind) of the pending policies: their creations are refused until they resolve.
+    pending_kinds: tuple[tuple[str, GVK], ...] = ()
     #: Valid policies stock Kueue cannot send through the wire: "name (GVK): why". Not used.
     skipped: tuple[str, ...] = ()
     loaded_at: float = field(default_factory=time.time)
@@ -66,6 +69,17 @@ class PolicySet:
     def lookup(self, group: str, resource: str) -> Entry | None:
         """The policy for ``group``'s ``resource`` (any version), or None."""
         return self._index.get((group, resource))
+
+    def pending_in(self, group: str) -> bool:
+        """Whether a pending policy's kind is in ``group``."""
+        return any(gvk.group == group for _, gvk in self.pending_kinds)
+
+    def pending_policy(self, group: str, kind: str) -> tuple[str, GVK] | None:
+        """(name, kind) of the pending policy for ``group``'s ``kind``, or None."""
+        for name, gvk in self.pending_kinds:
+            if (gvk.group, gvk.kind) == (group, kind):
+                return name, gvk
+        return None
 
 
 class ReloadError(MkpolicyError):
@@ -108,15 +122,25 @@ def compile_directory(directory: str) -> list[Adapter]:
         raise ReloadError(exc.stage, exc.report()) from None
 
 
-def split_wire(adapters: Iterable[Adapter]) -> tuple[list[Adapter], list[tuple[Adapter, str]]]:
+def split_wire(
+    adapters: Iterable[Adapter], kueue: KueueInfo | None = None
+) -> tuple[list[Adapter], list[tuple[Adapter, str]]]:
     """The adapters the wire carries, and (adapter, why) for each one stock Kueue cannot carry.
 
-    The sidecar skips the latter (valid policies, just not for the wire); ``--check`` lists them.
+    A kind Kueue adapts natively is skipped when that integration is enabled in Kueue's
+    Configuration (``kueue``; unknown: every integration counts as enabled), since Kueue's
+    own adapter then sends it. The sidecar skips the others too (valid policies, just not
+    for the wire); ``--check`` lists them.
     """
+    info = kueue if kueue is not None else KueueInfo()
     carried: list[Adapter] = []
     skipped: list[tuple[Adapter, str]] = []
     for adapter in adapters:
-        reason = generic_adapter_gap(adapter.policy)
+        native = info.native_integration(adapter.gvk)
+        reason = wire_gap(adapter.policy)
+        if reason is None and native is not None:
+            known = "is enabled" if info.integrations is not None else "may be enabled (Kueue's configuration unread)"
+            reason = f"Kueue's integration {native} {known}: its own adapter sends {adapter.gvk.kind}"
         if reason is None:
             carried.append(adapter)
         else:
@@ -138,6 +162,8 @@ class PolicyStore:
         self.on_change = on_change
         self.active: PolicySet | None = None
         self.last_error: str | None = None
+        #: What Kueue is configured with (its integrations decide which native kinds are skipped).
+        self.kueue: KueueInfo | None = None
         self._resolved: dict[GVK, ResourceInfo] = {}
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
@@ -164,13 +190,14 @@ class PolicyStore:
                 else:
                     adapters = await loop.run_in_executor(None, compile_directory, self.directory)
                     self._compiled = (digest, adapters)
-                carried, gaps = split_wire(adapters)
+                carried, gaps = split_wire(adapters, self.kueue)
                 skipped = [f"{adapter.name} ({adapter.gvk}): {reason}" for adapter, reason in gaps]
-                entries, pending = [], []
+                entries, pending, pending_kinds = [], [], []
                 for adapter in carried:
                     info = await self._info(adapter)
                     if info is None:
                         pending.append(f"{adapter.name} ({adapter.gvk}): the manager cluster does not serve this kind")
+                        pending_kinds.append((adapter.name, adapter.gvk))
                     else:
                         entries.append(Entry(adapter, info))
             except ReloadError as exc:
@@ -192,7 +219,7 @@ class PolicyStore:
                 and current.pending == tuple(pending)
             ):
                 return False  # only the pending kinds were looked up again, still absent
-            new = PolicySet(tuple(entries), digest, tuple(pending), tuple(skipped))
+            new = PolicySet(tuple(entries), digest, tuple(pending), tuple(pending_kinds), tuple(skipped))
             if self.on_change is not None:
                 await self.on_change(new)
             self.active = new
@@ -222,10 +249,13 @@ class PolicyStore:
             except ApiError as exc:
                 if exc.status == 404:
                     return None
-                raise ReloadError("discovery", f"policy {adapter.name}: discovery of {gvk} failed: {exc}") from None
+                raise ReloadError(
+                    "discovery", f"policy {adapter.name}: discovery of {gvk} failed: {plain_error(exc)}"
+                ) from None
             except (TimeoutError, OSError, aiohttp.ClientError) as exc:
                 raise ReloadError(
-                    "discovery", f"policy {adapter.name}: cannot reach the manager cluster to find {gvk}: {exc}"
+                    "discovery",
+                    f"policy {adapter.name}: cannot reach the manager cluster to find {gvk}: {plain_error(exc)}",
                 ) from None
         return self._resolved[gvk]
 
@@ -250,4 +280,4 @@ class PolicyStore:
             except ReloadError:
                 pass  # logged and counted; the last good set stays active
             except Exception as exc:  # never let the reload loop die
-                log.exception("policy reload failed", extra=fields(error=str(exc)))
+                log.exception("policy reload failed", extra=fields(error=plain_error(exc)))

@@ -16,12 +16,21 @@ LIST, WATCH (Kueue reads only labels from events), DELETE, other versions' reads
 every other kind. Refusing any of them would break Kueue: a failed ownership check stops
 the removal of worker copies, a failed watch drops the whole worker connection.
 Refused: ``update``/``patch`` of a policy kind and writes of its other versions (Kueue
-never sends them; forwarding them would bypass the policy), and writes before the first
-policy set is active (it is not known yet which kinds are policy kinds).
+never sends them; forwarding them would bypass the policy), writes before the first
+policy set is active (it is not known yet which kinds are policy kinds), creations of a
+pending policy's kind (the manager does not serve it yet: it cannot be transformed), and
+every request on the endpoint of a worker whose kubeconfig is refused.
+
+Every refused creation, every copy the worker refuses and every failing status
+write-back is logged, counted (``mkpolicy_sidecar_refusals_total``) and recorded as a
+Kubernetes Event on the manager's object (the Workload when the object is missing), so
+that a job Kueue keeps retrying says why.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -29,19 +38,23 @@ from typing import Any, Protocol, TypeVar
 
 import aiohttp
 
+from mkpolicy.engine.generic import MAX_LABEL_VALUE, PREBUILT_WORKLOAD_KEY
 from mkpolicy.jsonvalues import dumps_kube, loads_kube
 from mkpolicy.kube.client import ApiError
+from mkpolicy.sidecar.bodies import decode
 from mkpolicy.sidecar.endpoints import Credentials
+from mkpolicy.sidecar.events import EventRecorder, ObjectRef
 from mkpolicy.sidecar.forward import Forwarder
 from mkpolicy.sidecar.http1 import RequestHead
+from mkpolicy.sidecar.kueueconfig import KueueInfo
 from mkpolicy.sidecar.listener import READ_TIMEOUT, Exchange
-from mkpolicy.sidecar.logs import fields
+from mkpolicy.sidecar.logs import fields, plain_error
 from mkpolicy.sidecar.metrics import Metrics
 from mkpolicy.sidecar.paths import Target, decode_target, target_of
 from mkpolicy.sidecar.policies import Entry, PolicySet
-from mkpolicy.sidecar.relay import describe, ref, relay_error, respond_json
+from mkpolicy.sidecar.relay import ref, relay_error, respond_json
 from mkpolicy.sidecar.status import StatusError
-from mkpolicy.sidecar.transform import Outcome, measure, rewrite_status, worker_copy
+from mkpolicy.sidecar.transform import Outcome, context_of, measure, rewrite_status, worker_copy
 from mkpolicy.sidecar.upstream import Upstream, WorkerConnection
 
 log = logging.getLogger("mkpolicy.sidecar.proxy")
@@ -60,6 +73,17 @@ class Hub(Protocol):
     metrics: Metrics
     origin: str
     credentials: Credentials
+    events: EventRecorder
+
+    @property
+    def kueue(self) -> KueueInfo | None:
+        """What the Kueue beside the sidecar is configured with (None: not read)."""
+
+    def worker_problem(self, cluster: str) -> str | None:
+        """Why ``cluster``'s endpoint cannot serve (its kubeconfig refused or unreadable), or None."""
+
+    def worker_failed(self, cluster: str, message: str) -> None:
+        """The worker could not be reached (or broke off) while answering a request."""
 
     @property
     def policies(self) -> PolicySet | None:
@@ -107,6 +131,7 @@ class WorkerEndpoint:
         self.fast = self.forward.fast
         self._children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
         self._request_children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+        self._identifier_warned: set[tuple[str, str]] = set()
 
     # -- entry point ----------------------------------------------------------------------
     async def handle(self, exchange: Exchange) -> None:
@@ -125,8 +150,10 @@ class WorkerEndpoint:
             self.hub.metrics.inflight.inc()  # (the fast path counted its own)
         try:
             entry = self.route(head, target)
-            if entry is None or target is None:
-                code = await self.forward.passthrough(exchange, target, sent)
+            if target is not None and entry is None and self._pending_create(target):
+                code = await self._create_unresolved(exchange, target)
+            elif entry is None or target is None:
+                code = await self._passthrough(exchange, target, sent)
             else:
                 policy = entry.name
                 if target.verb == "create":
@@ -147,11 +174,18 @@ class WorkerEndpoint:
         return target_of(head.method, head.decoded if head.decoded is not None else decode_target(head.target))
 
     def route(self, head: RequestHead, target: Target | None) -> Entry | None:
-        """The policy that transforms a request (None: pass-through); StatusError when it is refused."""
+        """The policy that transforms a request (None: pass-through); StatusError when it is refused.
+
+        A create of a policy kind at another version than the policy's comes back with the
+        policy too: :meth:`_create` refuses it once it knows which job it is (an Event on it).
+        """
         if not self.hub.credentials.check_token(self.cluster, head.fields.get("authorization")):
             raise StatusError(401, "Unauthorized: expected the bearer token of this sidecar endpoint")
         if "upgrade" in head.fields or "upgrade" in head.fields.get("connection", "").lower():
             raise StatusError(400, "mkpolicy sidecar: connection upgrades (exec, attach, port-forward) are not proxied")
+        problem = self.hub.worker_problem(self.cluster)
+        if problem is not None:
+            raise StatusError(503, f"mkpolicy sidecar: worker {self.cluster} is not served: {problem}")
         if target is None:
             return None
         verb = target.verb
@@ -165,6 +199,8 @@ class WorkerEndpoint:
             return None
         info = entry.info
         if target.version != info.version:
+            if verb == "create" and target.subresource is None:
+                return entry
             if verb in _WRITES:
                 raise StatusError(
                     403,
@@ -184,6 +220,16 @@ class WorkerEndpoint:
         if verb == "get" and target.subresource in (None, "status") and wants_object(head):
             return entry
         return None
+
+    def _pending_create(self, target: Target) -> bool:
+        """Whether a create may be of a pending policy's kind (its resource is not known yet)."""
+        policies = self.hub.policies
+        return (
+            target.verb == "create"
+            and target.subresource is None
+            and policies is not None
+            and policies.pending_in(target.group)
+        )
 
     def refuse(self, exchange: Exchange, exc: StatusError, policy: str, verb: str, path: str) -> None:
         """Answer a refusal (a Kubernetes ``Status``), logging server-side ones."""
@@ -228,52 +274,84 @@ class WorkerEndpoint:
             )
 
     # -- policy kinds --------------------------------------------------------------------------
+    async def _body(self, exchange: Exchange, kind: str) -> dict[str, Any]:
+        """The request body as a JSON object (JSON or CBOR); StatusError when it is none."""
+        head = exchange.head
+        body = decode(await exchange.read_body(MAX_BODY), head.fields.get("content-type"))
+        if not isinstance(body, dict):
+            raise StatusError(400, f"mkpolicy sidecar: expected a {kind} object; found a JSON {_json_type(body)}")
+        return body
+
     async def _create(self, exchange: Exchange, target: Target, entry: Entry) -> int:
         adapter = entry.adapter
         gvk = adapter.gvk
         head = exchange.head
-        ctype = head.fields.get("content-type", "application/json").split(";")[0].strip().lower()
-        if ctype != "application/json":
-            raise StatusError(415, f"mkpolicy sidecar: expected an application/json body for {gvk.kind}; found {ctype}")
         try:
-            body = loads_kube(await exchange.read_body(MAX_BODY))
-        except ValueError as exc:
-            raise StatusError(400, f"mkpolicy sidecar: the body is not JSON: {exc}") from None
-        except RecursionError:
-            raise StatusError(400, "mkpolicy sidecar: the body nests too deeply") from None
-        if not isinstance(body, dict):
-            raise StatusError(400, f"mkpolicy sidecar: expected a {gvk.kind} object; found {type(body).__name__}")
-        if body.get("apiVersion") != gvk.api_version or body.get("kind") != gvk.kind:
-            raise StatusError(
-                400,
-                f"mkpolicy sidecar: expected apiVersion {gvk.api_version!r} and kind {gvk.kind!r}; "
-                f"found {body.get('apiVersion')!r}, {body.get('kind')!r}",
-            )
+            body = await self._body(exchange, gvk.kind)
+        except StatusError as exc:
+            self._refused(entry.name, "BadRequest", None, exc.message)
+            raise
         meta: dict[str, Any] = body["metadata"] if isinstance(body.get("metadata"), dict) else {}
         name = meta.get("name")
-        if not isinstance(name, str) or not name:
-            raise StatusError(
-                400, f"mkpolicy sidecar: {gvk.kind} objects need metadata.name (generateName is not supported)"
-            )
         namespace = target.namespace
-        if entry.info.namespaced and meta.get("namespace") not in (None, namespace):
-            raise StatusError(
-                400,
-                f"mkpolicy sidecar: metadata.namespace {meta.get('namespace')!r} differs from the path's {namespace!r}",
+        ctx = context_of(body, self.cluster)
+        workload = ctx.workload_name if ctx is not None else ""
+        if target.version != entry.info.version:
+            # Kueue's externalFrameworks names another version than the policy: its copies cannot
+            # be transformed (the policy's patches are written for its version). Reads pass.
+            manager = await self._manager_or_none(entry, namespace, str(name or ""))
+            message = (
+                f"policy {entry.name} covers {entry.info.resource}.{entry.info.group} at version "
+                f"{entry.info.version} only; Kueue created a copy at {target.version} for {self.cluster}: make "
+                "Kueue's multiKueue.externalFrameworks entry and the policy's framework name the same version "
+                "(mkpolicy sidecar --check reports it)"
             )
+            self._refused(entry.name, "VersionMismatch", self._ref(entry, manager, namespace, name, workload), message)
+            raise StatusError(403, f"mkpolicy sidecar: {message}")
+        if body.get("apiVersion") != gvk.api_version or body.get("kind") != gvk.kind:
+            message = (
+                f"expected apiVersion {gvk.api_version!r} and kind {gvk.kind!r}; "
+                f"found {body.get('apiVersion')!r}, {body.get('kind')!r}"
+            )
+            self._refused(entry.name, "BadRequest", None, message)
+            raise StatusError(400, f"mkpolicy sidecar: {message}")
+        if not isinstance(name, str) or not name:
+            message = f"{gvk.kind} objects need metadata.name (generateName is not supported)"
+            self._refused(entry.name, "BadRequest", None, message)
+            raise StatusError(400, f"mkpolicy sidecar: {message}")
+        if entry.info.namespaced and meta.get("namespace") not in (None, namespace):
+            message = f"metadata.namespace {meta.get('namespace')!r} differs from the path's {namespace!r}"
+            self._refused(entry.name, "BadRequest", None, message)
+            raise StatusError(400, f"mkpolicy sidecar: {message}")
+        self._check_identifier(entry, body, workload)
         manager = await self._manager(entry, namespace, name)
         if manager is None:
+            message = (
+                f"the manager cluster has no {gvk.kind} {ref(namespace, name)}; policy {entry.name} builds "
+                f"the copy for {self.cluster} from it"
+            )
+            self._refused(
+                entry.name, "ManagerObjectMissing", self._ref(entry, None, namespace, name, workload), message
+            )
             raise StatusError(
                 404,
-                f"mkpolicy sidecar: the manager cluster has no {gvk.kind} {ref(namespace, name)}; "
-                f"policy {entry.name} builds worker copies from it",
+                f"mkpolicy sidecar: {message}",
                 details={"name": name, "group": gvk.group, "kind": entry.info.resource},
             )
-        worker = await self._timed(entry, "create", worker_copy, entry.adapter, manager, body, self.cluster)
+        obj, outcome, seconds = await self.hub.offload(
+            entry.adapter, measure, worker_copy, entry.adapter, manager, body, self.cluster
+        )
+        if isinstance(obj, StatusError):
+            self._count(entry, "create", outcome, seconds)
+            why = {403: "NotManaged", 400: "BadRequest"}.get(obj.code, "CreationFailed")
+            self._refused(entry.name, why, self._ref(entry, manager, namespace, name, workload), obj.message)
+            raise obj
         try:
-            data = dumps_kube(worker)
+            data = dumps_kube(obj)
         except ValueError as exc:  # NaN or an infinity from the policy's arithmetic
-            raise StatusError(500, f"mkpolicy sidecar: the worker copy cannot be written as JSON: {exc}") from None
+            message = f"the worker copy cannot be written as JSON: {exc}"
+            self._refused(entry.name, "CreationFailed", self._ref(entry, manager, namespace, name, workload), message)
+            raise StatusError(500, f"mkpolicy sidecar: {message}") from None
         out = self.upstream.head(
             "POST",
             head.target,
@@ -281,14 +359,88 @@ class WorkerEndpoint:
             reencoded=True,
             extra=(("Content-Type", "application/json"), ("Content-Length", str(len(data)))),
         )
-        conn, resp = await self.forward.send("POST", out, data, None, READ_TIMEOUT)
+        conn, resp = await self._send("POST", out, data, None)
+        if resp.status >= 400 and resp.status != 409:  # 409: Kueue's create raced one that exists
+            raw = await self._answer(conn, resp)
+            message = (
+                f"{self.cluster} refused the copy made by policy {entry.name}: {resp.status} {_status_message(raw)}"
+            )
+            outcome.result = "error"  # the transform ran, but no copy exists: an error, not "ok"
+            self._count(entry, "create", outcome, seconds)
+            self._refused(entry.name, "WorkerRefused", self._ref(entry, manager, namespace, name, workload), message)
+            relay_error(exchange, resp, raw)
+            return int(resp.status)
+        self._count(entry, "create", outcome, seconds)
         return await self._relay_object(exchange, conn, resp, entry, manager)
+
+    async def _create_unresolved(self, exchange: Exchange, target: Target) -> int:
+        """A create in the group of a pending policy: refused when it is of that kind, else passed on."""
+        head = exchange.head
+        raw = await exchange.read_body(MAX_BODY)
+        policies = self.hub.policies
+        kind = ""
+        try:
+            body = decode(raw, head.fields.get("content-type"))
+            kind = str(body.get("kind") or "") if isinstance(body, dict) else ""
+        except StatusError:
+            body = None  # not ours to judge: the worker answers it
+        pending = policies.pending_policy(target.group, kind) if policies is not None and kind else None
+        if pending is not None:
+            assert isinstance(body, dict)
+            meta = body["metadata"] if isinstance(body.get("metadata"), dict) else {}
+            ctx = context_of(body, self.cluster)
+            policy, gvk = pending
+            message = (
+                f"policy {policy} ({gvk}): the manager cluster does not serve this kind, so a copy for "
+                f"{self.cluster} cannot be transformed (the sidecar looks the kind up again at each reload check)"
+            )
+            workload = ctx.workload_name if ctx is not None else ""
+            ref_ = _workload_ref(self.hub.kueue, target.namespace or "", workload) if workload else None
+            self._refused(policy, "PolicyPending", ref_, message)
+            raise StatusError(503, f"mkpolicy sidecar: {message}", details={"name": str(meta.get("name") or "")})
+        extra = [("Content-Length", str(len(raw)))]
+        if "content-type" in head.fields:
+            extra.append(("Content-Type", head.fields["content-type"]))
+        out = self.upstream.head(head.method, head.target, head.headers, reencoded=True, extra=tuple(extra))
+        conn, resp = await self._send(head.method, out, raw, None)
+        answer = await self._answer(conn, resp)
+        relay_error(exchange, resp, answer)
+        return int(resp.status)
 
     async def _get(self, exchange: Exchange, entry: Entry, sent: WorkerConnection | None) -> int:
         head = exchange.head
         out = self.upstream.head(head.method, head.target, head.headers, reencoded=True)
-        conn, resp = await self.forward.send(head.method, out, None, exchange, READ_TIMEOUT, sent)
+        conn, resp = await self._send(head.method, out, None, exchange, sent)
         return await self._relay_object(exchange, conn, resp, entry, None)
+
+    # -- the worker (through the transport, its failures noted for /readyz) -------------------------
+    async def _send(
+        self,
+        method: str,
+        head: bytes,
+        body: bytes | None,
+        exchange: Exchange | None,
+        sent: WorkerConnection | None = None,
+    ) -> tuple[WorkerConnection, Any]:
+        try:
+            return await self.forward.send(method, head, body, exchange, READ_TIMEOUT, sent)
+        except StatusError as exc:
+            self.hub.worker_failed(self.cluster, exc.message)
+            raise
+
+    async def _answer(self, conn: WorkerConnection, resp: Any) -> bytes:
+        try:
+            return await self.forward.answer(conn, resp)
+        except StatusError as exc:
+            self.hub.worker_failed(self.cluster, exc.message)
+            raise
+
+    async def _passthrough(self, exchange: Exchange, target: Target | None, sent: WorkerConnection | None) -> int:
+        try:
+            return await self.forward.passthrough(exchange, target, sent)
+        except StatusError as exc:
+            self.hub.worker_failed(self.cluster, exc.message)
+            raise
 
     async def _relay_object(
         self,
@@ -302,7 +454,7 @@ class WorkerEndpoint:
 
         ``manager``: the manager's object when known (a create), else read for the object.
         """
-        raw = await self.forward.answer(conn, resp)
+        raw = await self._answer(conn, resp)
         if resp.status >= 300:
             relay_error(exchange, resp, raw)
             return int(resp.status)
@@ -313,12 +465,13 @@ class WorkerEndpoint:
                 502, f"mkpolicy sidecar: worker {self.cluster} sent a body that is not JSON (or nests too deeply)"
             ) from None
         if isinstance(doc, dict) and doc.get("kind") == entry.adapter.gvk.kind:
+            meta = doc.get("metadata") or {}
             if manager is None:
-                meta = doc.get("metadata") or {}
                 manager = await self._manager(entry, meta.get("namespace"), str(meta.get("name") or ""))
-            doc = await self._timed(
-                entry, "sync", rewrite_status, entry.adapter, doc, manager, self.cluster, self.hub.origin
+            obj, outcome, seconds = await self.hub.offload(
+                entry.adapter, measure, _SYNC, entry.adapter, doc, manager, self.cluster, self.hub.origin
             )
+            doc = self._synced(entry, doc, manager, obj, outcome, seconds)
         respond_json(exchange, resp, doc)
         return int(resp.status)
 
@@ -335,9 +488,28 @@ class WorkerEndpoint:
         if manager is None:
             return False, None
         obj, outcome, seconds = self.hub.run_here(
-            adapter, measure, rewrite_status, adapter, doc, manager, self.cluster, self.hub.origin
+            adapter, measure, _SYNC, adapter, doc, manager, self.cluster, self.hub.origin
         )
-        return True, self._result(entry, "sync", obj, outcome, seconds)
+        return True, self._synced(entry, doc, manager, obj, outcome, seconds)
+
+    def _synced(
+        self, entry: Entry, doc: dict[str, Any], manager: Any, obj: Any, outcome: Outcome, seconds: float
+    ) -> dict[str, Any]:
+        """The object rewritten by the policy's sync, counted; a failed sync said on the job.
+
+        A sync patch that fails (``failurePolicy: Fail``) leaves the status out of the answer:
+        Kueue copies nothing, so nothing is written, and the read itself succeeds. Failing it
+        instead would stop Kueue for good: it finishes a workload only after a successful
+        ``SyncJob`` (workload.go, "Finish the local workload when the remote workload is finished").
+        """
+        result = self._result(entry, "sync", obj, outcome, seconds)
+        if outcome.result == "error":
+            meta = doc.get("metadata") or {}
+            ctx = context_of(doc, self.cluster)
+            where = self._ref(entry, manager, meta.get("namespace"), meta.get("name"), ctx.workload_name if ctx else "")
+            message = f"the status from {self.cluster} is not written: {outcome.error or 'the sync failed'}"
+            self._refused(entry.name, "SyncFailed", where, message)
+        return result
 
     # -- manager objects and transforms ------------------------------------------------------------
     async def _manager(self, entry: Entry, namespace: str | None, name: str) -> dict[str, Any] | None:
@@ -348,14 +520,76 @@ class WorkerEndpoint:
             raise StatusError(
                 503,
                 f"mkpolicy sidecar: cannot read {entry.adapter.gvk.kind} {ref(namespace, name)} "
-                f"from the manager: {describe(exc)}",
+                f"from the manager: {plain_error(exc)}",
             ) from None
 
-    async def _timed(
-        self, entry: Entry, phase: str, fn: Callable[..., tuple[dict[str, Any], Outcome]], *args: Any
-    ) -> dict[str, Any]:
-        obj, outcome, seconds = await self.hub.offload(entry.adapter, measure, fn, *args)
-        return self._result(entry, phase, obj, outcome, seconds)
+    async def _manager_or_none(self, entry: Entry, namespace: str | None, name: str) -> dict[str, Any] | None:
+        """The manager's object for an Event, None when it cannot be had."""
+        if not name:
+            return None
+        try:
+            return await self._manager(entry, namespace, name)
+        except StatusError:
+            return None
+
+    def _ref(
+        self, entry: Entry, manager: dict[str, Any] | None, namespace: Any, name: Any, workload: str
+    ) -> ObjectRef | None:
+        """What an Event is about: the manager's object, else its Workload, else the object by name."""
+        if manager is not None:
+            found = ObjectRef.of(manager)
+            gvk = entry.adapter.gvk
+            return ObjectRef(
+                found.api_version or gvk.api_version, found.kind or gvk.kind, found.namespace, found.name, found.uid
+            )
+        if workload:
+            return _workload_ref(self.hub.kueue, str(namespace or ""), workload)
+        if isinstance(name, str) and name:
+            gvk = entry.adapter.gvk
+            return ObjectRef(gvk.api_version, gvk.kind, str(namespace or ""), name)
+        return None
+
+    def _refused(self, policy: str, reason: str, about: ObjectRef | None, message: str) -> None:
+        """A refusal: counted, logged, and recorded as an Event on ``about`` (when known)."""
+        self.hub.metrics.refusals.labels(self.cluster, policy, reason).inc()
+        log.warning(
+            "creation refused" if reason not in ("SyncFailed",) else "status write-back refused",
+            extra=fields(
+                cluster=self.cluster,
+                policy=policy,
+                reason=reason,
+                object=f"{about.kind} {ref(about.namespace, about.name)}" if about is not None else "",
+                error=message,
+            ),
+        )
+        if about is not None:
+            self.hub.events.record(about, "Warning", reason, f"mkpolicy: {message}")
+
+    def _check_identifier(self, entry: Entry, body: dict[str, Any], workload: str) -> None:
+        """Kueue writes the workload name where its version says; a label longer than 63 characters
+        (Kueue before 0.18.5/0.19.1 with WorkloadIdentifierAnnotations off) can never be created."""
+        labels = (body.get("metadata") or {}).get("labels") or {}
+        if isinstance(labels, dict) and len(str(labels.get(PREBUILT_WORKLOAD_KEY) or "")) > MAX_LABEL_VALUE:
+            message = (
+                f"the workload name {workload!r} is longer than {MAX_LABEL_VALUE} characters, and this Kueue writes "
+                f"it as the label {PREBUILT_WORKLOAD_KEY} (WorkloadIdentifierAnnotations off, before Kueue 0.18.5 "
+                "and 0.19.1): no worker accepts such a label; turn the gate on or upgrade Kueue"
+            )
+            self._refused(entry.name, "CreationFailed", None, message)
+            raise StatusError(422, f"mkpolicy sidecar: {message}", reason="Invalid")
+        kueue = self.hub.kueue
+        expected = kueue.identifier() if kueue is not None else None
+        found = "label" if isinstance(labels, dict) and PREBUILT_WORKLOAD_KEY in labels else "annotation"
+        if kueue is not None and expected is not None and (expected == "annotation") != (found == "annotation"):
+            key = (entry.name, found)
+            if key not in self._identifier_warned:
+                self._identifier_warned.add(key)
+                log.warning(
+                    "Kueue writes the workload identifier elsewhere than its configuration says",
+                    extra=fields(
+                        cluster=self.cluster, policy=entry.name, found=found, expected=expected, kueue=kueue.describe()
+                    ),
+                )
 
     def _result(self, entry: Entry, phase: str, obj: Any, outcome: Outcome, seconds: float) -> dict[str, Any]:
         """A transform's object, counted; its StatusError raised."""
@@ -366,6 +600,7 @@ class WorkerEndpoint:
         return result
 
     def _count(self, entry: Entry, phase: str, outcome: Outcome, seconds: float) -> None:
+        """Count a transform and its duration."""
         m = self.hub.metrics
         key = (entry.name, phase, outcome.result)
         children = self._children.get(key)
@@ -386,6 +621,31 @@ class WorkerEndpoint:
                     "patch skipped (failurePolicy Ignore)",
                     extra=fields(cluster=self.cluster, policy=entry.name, error=exc.report()),
                 )
+
+
+#: The policy's sync as the wire runs it: a failing patch leaves the status out (see ``_synced``).
+_SYNC = functools.partial(rewrite_status, strict=False)
+
+
+def _json_type(value: Any) -> str:
+    return {list: "array", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(value), "null")
+
+
+def _status_message(raw: bytes) -> str:
+    """The message of a Kubernetes Status body (the body's start otherwise)."""
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        doc = None
+    if isinstance(doc, dict) and isinstance(doc.get("message"), str):
+        return str(doc["message"])
+    return raw[:300].decode("utf-8", "replace").strip() or "(no body)"
+
+
+def _workload_ref(kueue: KueueInfo | None, namespace: str, name: str) -> ObjectRef:
+    """Kueue's Workload ``namespace/name`` (v1beta2 from Kueue 0.15 on)."""
+    version = "v1beta1" if kueue is not None and kueue.version is not None and kueue.version < (0, 15, 0) else "v1beta2"
+    return ObjectRef(f"kueue.x-k8s.io/{version}", "Workload", namespace, name)
 
 
 __all__ = ["Hub", "WorkerEndpoint", "wants_object"]

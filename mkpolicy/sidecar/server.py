@@ -1,4 +1,4 @@
-"""The sidecar process: worker endpoints, manager caches, policy reload, probes, shutdown.
+"""The sidecar process: worker endpoints, worker kubeconfigs, manager reads, policy reload, probes, shutdown.
 
 ``Sidecar(config, policies_dir)`` is started with ``await sidecar.start()`` and
 stopped with ``await sidecar.stop()``; ``mkpolicy sidecar`` runs it until SIGTERM.
@@ -17,35 +17,23 @@ import aiohttp
 from aiohttp import web
 
 from mkpolicy.kube.client import ApiError, KubeClient, ResourceInfo
-from mkpolicy.kube.kubeconfig import (
-    KubeconfigError,
-    dump_kubeconfig,
-    load_kubeconfig,
-    parse_kubeconfig,
-    rest_config,
-)
+from mkpolicy.kube.kubeconfig import dump_kubeconfig, load_kubeconfig, rest_config
 from mkpolicy.kube.rest import RestConfig, in_cluster_config
 from mkpolicy.policy import GVK
 from mkpolicy.sidecar.cache import ManagerCache, read_object
 from mkpolicy.sidecar.config import ConfigError, SidecarConfig, Worker
 from mkpolicy.sidecar.endpoints import Credentials, certificate_hosts, endpoint_url, load_or_create
+from mkpolicy.sidecar.events import EventRecorder
 from mkpolicy.sidecar.execution import Evaluator
+from mkpolicy.sidecar.kueueconfig import Finding, KueueInfo, policy_findings, port_findings, read_kueue, sidecar_ports
 from mkpolicy.sidecar.listener import Listener
-from mkpolicy.sidecar.logs import fields
+from mkpolicy.sidecar.logs import fields, plain_error
 from mkpolicy.sidecar.metrics import Metrics
 from mkpolicy.sidecar.ops import ops_app
 from mkpolicy.sidecar.policies import Entry, PolicySet, PolicyStore, ReloadError
 from mkpolicy.sidecar.proxy import WorkerEndpoint
-from mkpolicy.sidecar.upstream import Upstream
-from mkpolicy.sidecar.wiring import (
-    UnwireResult,
-    WireResult,
-    multikueue_secret,
-    real_kubeconfig,
-    secret_path,
-    unwire,
-    wire,
-)
+from mkpolicy.sidecar.wiring import UnwireResult, WireResult, multikueue_secret, unwire, wire
+from mkpolicy.sidecar.workers import WorkerLink
 
 log = logging.getLogger("mkpolicy.sidecar")
 
@@ -76,7 +64,13 @@ class Sidecar:
         self._manager_config = manager
         self._manager: KubeClient | None = None
         self._caches: dict[GVK, ManagerCache] = {}
-        self._upstreams: dict[str, Upstream] = {}
+        self.events = EventRecorder(lambda: self._manager, self.metrics)
+        #: What the Kueue beside the sidecar is configured with (read at start).
+        self.kueue: KueueInfo | None = None
+        self._findings: list[Finding] = []
+        self._links: dict[str, WorkerLink] = {}
+        #: Workers whose Secret --wire could not point at the sidecar, and why.
+        self._wiring_problems: dict[str, str] = {}
         self._ops_runner: web.AppRunner | None = None
         self._listeners: list[Listener] = []
         self._ports: dict[str, int] = {}
@@ -131,6 +125,17 @@ class Sidecar:
             cache.count_hit()
         return obj
 
+    def worker_problem(self, cluster: str) -> str | None:
+        """Why ``cluster``'s endpoint cannot serve, or None."""
+        link = self._links.get(cluster)
+        return link.problem if link is not None else f"unknown worker {cluster}"
+
+    def worker_failed(self, cluster: str, message: str) -> None:
+        """A request could not reach ``cluster`` (shown by /readyz for a while)."""
+        link = self._links.get(cluster)
+        if link is not None:
+            link.failed(message)
+
     # -- information ------------------------------------------------------------------------------
     def port(self, worker: str) -> int:
         """The port ``worker``'s endpoint listens on (after start)."""
@@ -150,7 +155,9 @@ class Sidecar:
         return self.credentials.kubeconfig(worker, self.endpoint(worker))
 
     def readiness(self) -> tuple[bool, list[str]]:
-        """(ready, checks): a policy set is active, every manager cache synced (if any), not shutting down."""
+        """(ready, checks): a policy set is active and none is pending, every manager cache synced (if
+        any), not shutting down. ``warn`` lines (one worker refused or unreachable, what Kueue's
+        configuration disagrees with) do not fail readiness: the other workers keep serving."""
         checks: list[str] = []
         active = self._store.active
         checks.append("ok policies" if active is not None else f"fail policies: {self._store.last_error or 'loading'}")
@@ -161,13 +168,20 @@ class Sidecar:
                 synced = cache is not None and cache.synced.is_set()
                 checks.append(f"ok cache {name}" if synced else f"fail cache {name}: not synced")
         if active is not None:
-            checks.extend(f"ok pending {p}" for p in active.pending)
+            # A pending policy's kind cannot be transformed: its creations are refused until the
+            # manager serves it, and the sidecar is not ready meanwhile.
+            checks.extend(f"fail pending {p}" for p in active.pending)
             checks.extend(f"ok skipped {p}" for p in active.skipped)
+        checks.extend(link.readiness() for link in self._links.values())
+        checks.extend(f"warn wiring {name}: {why}" for name, why in self._wiring_problems.items())
+        if self.kueue is not None:
+            checks.append(f"ok kueue: {self.kueue.describe()}")
+        checks.extend(f"warn kueue: {f.message}" for f in self._findings if f.level == "warning")
         if self._store.last_error and active is not None:
             checks.append(f"ok last-reload (rejected, previous set kept): {self._store.last_error.splitlines()[0]}")
         if self.closing:
             checks.append("fail shutdown: draining")
-        return all(c.startswith("ok") for c in checks), checks
+        return not any(c.startswith("fail") for c in checks), checks
 
     @property
     def ready(self) -> bool:
@@ -201,8 +215,13 @@ class Sidecar:
     async def _start(self) -> None:
         cfg = self.config
         self._manager = KubeClient(self._manager_config or manager_rest_config(cfg), user_agent="mkpolicy-sidecar")
+        self.metrics.init_series([w.name for w in cfg.workers])
+        self.kueue = await read_kueue(self._manager, cfg)
+        self._store.kueue = self.kueue
         for worker in cfg.workers:
-            self._upstreams[worker.name] = Upstream(worker.name, await self._worker_rest(worker), cfg.limits)
+            link = WorkerLink(worker, cfg.manager.namespace, self.own_endpoints, self.metrics, cfg.limits)
+            self._links[worker.name] = link
+            await link.load(self._manager)  # a refused worker is served as refused, never aborts the start
         await self._start_ops()
         try:
             await self._store.reload(force=True)
@@ -212,7 +231,28 @@ class Sidecar:
             self._first_load = asyncio.create_task(self._retry_first_load(), name="policy-first-load")
         for worker, port in zip(cfg.workers, cfg.worker_ports(), strict=True):
             await self._start_endpoint(worker, port)
-        self._store.start(cfg.reload.interval_seconds)
+        interval = cfg.reload.interval_seconds
+        for link in self._links.values():
+            link.follow(self._manager, interval)
+        self.events.start()
+        self._store.start(interval)
+        self._report_kueue(self._store.active)
+
+    def _report_kueue(self, active: PolicySet | None) -> None:
+        """Log what Kueue's configuration says about the policies and the ports (and keep it for /readyz)."""
+        assert self.kueue is not None
+        policies = [(e.name, e.adapter.gvk) for e in active.entries] if active is not None else []
+        findings = policy_findings(self.kueue, policies) + port_findings(self.kueue, sidecar_ports(self.config))
+        self._findings = findings
+        log.info("kueue configuration", extra=fields(kueue=self.kueue.describe(), unread=self.kueue.unread))
+        for finding in findings:
+            (log.warning if finding.level == "warning" else log.info)("kueue: " + finding.message)
+
+    def own_endpoints(self) -> frozenset[str]:
+        """The URLs of this sidecar's endpoints (a kubeconfig pointing there is not a worker's)."""
+        address = self.config.listen.address
+        ports = {p for p in self.config.worker_ports() if p} | set(self._ports.values())
+        return frozenset(endpoint_url(address, p) for p in ports)
 
     async def _retry_first_load(self) -> None:
         delay = 0.5
@@ -233,7 +273,7 @@ class Sidecar:
         self._ops_port = _bound_port(runner)
 
     async def _start_endpoint(self, worker: Worker, port: int) -> None:
-        endpoint = WorkerEndpoint(self, self._upstreams[worker.name])
+        endpoint = WorkerEndpoint(self, self._links[worker.name].upstream)
         listener = Listener(endpoint.handle, self.credentials.server_context(), endpoint.fast, self.config.limits)
         self._ports[worker.name] = await listener.start(self.config.listen.address, port)
         self._listeners.append(listener)
@@ -257,8 +297,9 @@ class Sidecar:
         for cache in list(self._caches.values()):
             await cache.stop()
         self._caches.clear()
-        for upstream in self._upstreams.values():
-            await upstream.close()
+        for link in self._links.values():
+            await link.stop()
+        await self.events.stop()
         if self._manager is not None:
             await self._manager.close()
             self._manager = None
@@ -273,6 +314,9 @@ class Sidecar:
 
     async def _policies_changed(self, new: PolicySet) -> None:
         assert self._manager is not None
+        self.metrics.init_series(list(self._links), [e.name for e in new.entries])
+        if self.kueue is not None and self._started:
+            self._report_kueue(new)
         if self.config.manager.reads == "direct":
             return  # every read goes to the manager: no watch cache to keep (nor list and watch for)
         wanted = {e.adapter.gvk: e for e in new.entries}
@@ -295,46 +339,55 @@ class Sidecar:
                 raise TimeoutError("sidecar not ready: " + "; ".join(c for c in checks if not c.startswith("ok")))
             await asyncio.sleep(0.02)
 
-    # -- workers --------------------------------------------------------------------------------------
-    async def _worker_rest(self, worker: Worker) -> RestConfig:
-        source = worker.kubeconfig
-        if source.file is not None:
-            name = source.file
-            config = load_kubeconfig(source.file)
-        else:
-            assert source.secret is not None and self._manager is not None
-            ns = self.config.manager.namespace
-            name = f"Secret {ns}/{source.secret.name} key {source.secret.key}"
-            try:
-                secret = await self._manager.get(secret_path(ns, source.secret.name))
-            except (ApiError, aiohttp.ClientError, OSError) as exc:
-                raise ConfigError(f"worker {worker.name}: cannot read {name}: {exc}") from None
-            raw = real_kubeconfig(secret, source.secret.key)
-            if raw is None:
-                raise ConfigError(f"worker {worker.name}: {name} holds no kubeconfig")
-            config = parse_kubeconfig(raw, name)
-        try:
-            rest = rest_config(config, name)
-        except KubeconfigError as exc:
-            raise KubeconfigError(f"worker {worker.name}: {exc.message}", exc.location, exc.violations) from None
-        own = {endpoint_url(self.config.listen.address, p) for p in self.config.worker_ports() if p}
-        if rest.server.rstrip("/") in own:
-            raise ConfigError(
-                f"worker {worker.name}: its kubeconfig points at this sidecar ({rest.server}), not the worker"
-            )
-        return rest
+    # -- wiring --------------------------------------------------------------------------------------
+    async def wire(self) -> dict[str, WireResult | str]:
+        """Point every worker's MultiKueueCluster Secret at this sidecar (after start), and keep it so.
 
-    async def wire(self) -> dict[str, WireResult]:
-        """Point every worker's MultiKueueCluster Secret at this sidecar (after start)."""
+        The Secrets are watched from then on: one rewritten by someone else (a rotation, GitOps)
+        is wired again at once, its new kubeconfig kept as the worker's real one. A worker that
+        cannot be wired (no MultiKueueCluster, a ClusterProfile or Path one) is reported and
+        skipped; the others are wired.
+        """
         assert self._manager is not None
-        out: dict[str, WireResult] = {}
+        out: dict[str, WireResult | str] = {}
         for worker in self.config.workers:
-            secret = await multikueue_secret(self._manager, worker)
-            text = dump_kubeconfig(self.kubeconfig(worker.name))
-            out[worker.name] = await wire(
-                self._manager, self.config.manager.namespace, secret, text, self.endpoint(worker.name)
-            )
+            link = self._links[worker.name]
+            try:
+                secret = await multikueue_secret(self._manager, worker)
+            except (ConfigError, ApiError, aiohttp.ClientError, OSError) as exc:
+                message = plain_error(exc)
+                self._wiring_problems[worker.name] = message
+                log.error("cannot wire", extra=fields(cluster=worker.name, error=message))
+                out[worker.name] = f"not wired: {message}"
+                continue
+            link.rewire = self._rewire
+            if link.wired_secret != secret:  # (wire() again: the same Secret is watched once)
+                link.wired_secret = secret
+                link.follow_wired(self._manager, secret)
+            result = await self._rewire(worker.name, secret)
+            if result is not None:
+                out[worker.name] = result
         return out
+
+    async def _rewire(self, worker: str, secret: str) -> WireResult | None:
+        """Write this sidecar's kubeconfig for ``worker`` into ``secret`` (None when that failed: logged)."""
+        assert self._manager is not None
+        text = dump_kubeconfig(self.kubeconfig(worker))
+        try:
+            result = await wire(
+                self._manager,
+                self.config.manager.namespace,
+                secret,
+                text,
+                self.endpoint(worker),
+                self.own_endpoints(),
+            )
+        except (ApiError, aiohttp.ClientError, OSError) as exc:
+            self._wiring_problems[worker] = f"cannot write Secret {secret}: {plain_error(exc)}"
+            log.error("cannot wire", extra=fields(cluster=worker, secret=secret, error=plain_error(exc)))
+            return None
+        self._wiring_problems.pop(worker, None)
+        return result
 
 
 async def unwire_all(config: SidecarConfig, manager: RestConfig | None = None) -> dict[str, UnwireResult]:

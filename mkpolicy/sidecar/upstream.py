@@ -266,9 +266,9 @@ class Upstream:
             for name, value in headers
             if name.lower() not in dropped and not name.lower().startswith(IDENTITY_PREFIXES)
         )
-        token = self._tokens.token()
-        if token:
-            lines.append(f"Authorization: Bearer {token}")
+        authorization = self._tokens.authorization()
+        if authorization:
+            lines.append(f"Authorization: {authorization}")
         if reencoded:
             lines.append("Accept: application/json")
         lines.extend(f"{name}: {value}" for name, value in extra)

@@ -1,14 +1,25 @@
 """Point Kueue's MultiKueueCluster kubeconfig Secrets at the sidecar (``--wire``) and back (``--unwire``).
 
 Wiring saves the Secret's original kubeconfig under another data key and marks the
-Secret with an annotation; unwiring restores it (or deletes a Secret wiring created).
-Both are idempotent. The sidecar reads a worker's real kubeconfig from a wired
-Secret's saved copy, so an existing install can be wired in place.
+Secret with annotations (wired, the endpoint, and the digest of the kubeconfig it wrote);
+unwiring restores it (or deletes a Secret wiring created). Both are idempotent. The
+sidecar reads a worker's real kubeconfig from a wired Secret's saved copy, so an
+existing install can be wired in place.
+
+A wired Secret that someone rewrites (GitOps re-applying it, a credential rotation)
+holds a kubeconfig that is not the sidecar's: that one is the worker's real kubeconfig
+now (:func:`split_secret`), saved in place of the old copy when the Secret is wired again
+— also by a restart with ``--wire``, which never restores a stale copy over a rotation.
+
+Kueue can also read a MultiKueueCluster's kubeconfig from a file (``locationType:
+Path``) or connect through a ClusterProfile; :func:`multikueue_secret` says what the
+sidecar can do for those.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import logging
 from typing import Any, Literal
 
@@ -24,6 +35,8 @@ log = logging.getLogger("mkpolicy.sidecar.wiring")
 WIRED_ANNOTATION = "mkpolicy.io/wired"
 #: Annotation recording the endpoint a wired Secret points at.
 ENDPOINT_ANNOTATION = "mkpolicy.io/endpoint"
+#: Annotation holding the SHA-256 of the kubeconfig wiring wrote (how the sidecar knows its own).
+DIGEST_ANNOTATION = "mkpolicy.io/wired-digest"
 #: Data key keeping the original kubeconfig of a wired Secret.
 ORIGINAL_KEY = "mkpolicy.original-kubeconfig"
 
@@ -45,12 +58,54 @@ def decoded(secret: dict[str, Any], key: str) -> bytes | None:
     return base64.b64decode(value) if isinstance(value, str) else None
 
 
-def real_kubeconfig(secret: dict[str, Any], key: str) -> bytes | None:
-    """The kubeconfig a Secret holds for the worker itself: the saved original when the Secret is wired."""
+def digest(data: bytes) -> str:
+    """The digest wiring records for the kubeconfig it writes."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def is_ours(secret: dict[str, Any], data: bytes, endpoints: frozenset[str] = frozenset()) -> bool:
+    """Whether ``data`` (a kubeconfig held by ``secret``) is one wiring wrote, not a worker's real one.
+
+    It is when its digest is the one wiring recorded, or (Secrets wired before digests
+    were recorded) when its server is the recorded endpoint or one of ``endpoints``.
+    """
     annotations = (secret.get("metadata") or {}).get("annotations") or {}
-    if annotations.get(WIRED_ANNOTATION) and key == KUBECONFIG_SECRET_KEY:
-        return decoded(secret, ORIGINAL_KEY)
-    return decoded(secret, key)
+    if annotations.get(DIGEST_ANNOTATION) == digest(data):
+        return True
+    if not annotations.get(WIRED_ANNOTATION):
+        return False
+    from mkpolicy.kube.kubeconfig import KubeconfigError, parse_kubeconfig
+
+    try:
+        config = parse_kubeconfig(data)
+    except KubeconfigError:
+        return False
+    servers = {
+        str((c.get("cluster") or {}).get("server") or "").rstrip("/")
+        for c in config.get("clusters") or []
+        if isinstance(c, dict)
+    }
+    known = set(endpoints) | {str(annotations.get(ENDPOINT_ANNOTATION) or "").rstrip("/")}
+    return bool(servers & (known - {""}))
+
+
+def split_secret(
+    secret: dict[str, Any], key: str, endpoints: frozenset[str] = frozenset()
+) -> tuple[bytes | None, bool]:
+    """(the worker's real kubeconfig in ``secret``, whether ``key`` holds the sidecar's kubeconfig).
+
+    The real one is the saved original while ``key`` holds the sidecar's; anything else in
+    ``key`` (a rotation, GitOps re-applying the Secret) is the real one.
+    """
+    current = decoded(secret, key)
+    if current is not None and key == KUBECONFIG_SECRET_KEY and is_ours(secret, current, endpoints):
+        return decoded(secret, ORIGINAL_KEY), True
+    return current, False
+
+
+def real_kubeconfig(secret: dict[str, Any], key: str, endpoints: frozenset[str] = frozenset()) -> bytes | None:
+    """The kubeconfig a Secret holds for the worker itself (see :func:`split_secret`)."""
+    return split_secret(secret, key, endpoints)[0]
 
 
 async def multikueue_secret(client: KubeClient, worker: Worker) -> str:
@@ -67,11 +122,33 @@ async def multikueue_secret(client: KubeClient, worker: Worker) -> str:
                 continue
             raise
         spec = cluster.get("spec") or {}
-        ref = (spec.get("clusterSource") or {}).get("kubeConfig") or spec.get("kubeConfig") or {}
-        if ref.get("locationType", "Secret") != "Secret" or not ref.get("location"):
+        source = spec.get("clusterSource") or {}
+        profile = source.get("clusterProfileRef") or {}
+        if profile:
+            # Kueue builds this connection from the ClusterProfile's status (server, CA) and an
+            # exec plugin of its own configuration (multikueuecluster.go, loadClientConfig): no
+            # Secret or file to point at the sidecar.
             raise ConfigError(
-                f"worker {worker.name}: the MultiKueueCluster reads its kubeconfig from "
-                f"{ref.get('locationType', 'nothing')} {ref.get('location', '')!r}; --wire needs locationType Secret "
+                f"worker {worker.name}: MultiKueueCluster {worker.name} connects through ClusterProfile "
+                f"{profile.get('name')!r}: Kueue takes the server from the profile's status and runs an access "
+                "plugin for credentials, so --wire cannot put the sidecar in between. Give the MultiKueueCluster "
+                "spec.clusterSource.kubeConfig {locationType: Secret, location: <a Secret>} and set wireSecret to "
+                "it, with the worker's real kubeconfig in kubeconfig.secret or kubeconfig.file (with OCM, the Secret "
+                "the ClusterProfile's credentials name)"
+            )
+        ref = source.get("kubeConfig") or spec.get("kubeConfig") or {}
+        location_type = ref.get("locationType", "Secret")
+        if location_type == "Path":
+            raise ConfigError(
+                f"worker {worker.name}: MultiKueueCluster {worker.name} reads its kubeconfig from the file "
+                f"{ref.get('location')!r} in Kueue's container (locationType: Path); --wire writes Secrets only. "
+                "Write the sidecar's kubeconfigs into a volume Kueue's container mounts at that directory "
+                "(--kubeconfig-dir; Kueue re-reads the file when it changes), or use locationType: Secret"
+            )
+        if location_type != "Secret" or not ref.get("location"):
+            raise ConfigError(
+                f"worker {worker.name}: MultiKueueCluster {worker.name} names no kubeconfig Secret "
+                f"(spec.clusterSource.kubeConfig: {ref or 'absent'}); --wire needs locationType: Secret "
                 "(or set wireSecret)"
             )
         return str(ref["location"])
@@ -81,9 +158,22 @@ async def multikueue_secret(client: KubeClient, worker: Worker) -> str:
     )
 
 
-async def wire(client: KubeClient, namespace: str, name: str, kubeconfig_yaml: str, endpoint: str) -> WireResult:
-    """Make Secret ``namespace/name`` hold ``kubeconfig_yaml`` for Kueue, keeping what it held before."""
-    data = base64.b64encode(kubeconfig_yaml.encode()).decode()
+async def wire(
+    client: KubeClient,
+    namespace: str,
+    name: str,
+    kubeconfig_yaml: str,
+    endpoint: str,
+    endpoints: frozenset[str] = frozenset(),
+) -> WireResult:
+    """Make Secret ``namespace/name`` hold ``kubeconfig_yaml`` for Kueue, keeping what it held before.
+
+    What the Secret holds that is not the sidecar's (:func:`is_ours`; ``endpoints`` are
+    this sidecar's) is kept as the original: the one before the first wiring, or the
+    rotated one written since.
+    """
+    raw = kubeconfig_yaml.encode()
+    data = base64.b64encode(raw).decode()
     for _ in range(5):
         try:
             secret = await client.get(secret_path(namespace, name))
@@ -97,7 +187,11 @@ async def wire(client: KubeClient, namespace: str, name: str, kubeconfig_yaml: s
                 "metadata": {
                     "name": name,
                     "namespace": namespace,
-                    "annotations": {WIRED_ANNOTATION: "created", ENDPOINT_ANNOTATION: endpoint},
+                    "annotations": {
+                        WIRED_ANNOTATION: "created",
+                        ENDPOINT_ANNOTATION: endpoint,
+                        DIGEST_ANNOTATION: digest(raw),
+                    },
                     "labels": {"app.kubernetes.io/managed-by": "mkpolicy"},
                 },
                 "data": {KUBECONFIG_SECRET_KEY: data},
@@ -115,13 +209,20 @@ async def wire(client: KubeClient, namespace: str, name: str, kubeconfig_yaml: s
         meta["annotations"] = annotations
         secret_data = secret.setdefault("data", {}) or {}
         secret["data"] = secret_data
-        if annotations.get(WIRED_ANNOTATION) and secret_data.get(KUBECONFIG_SECRET_KEY) == data:
+        if (
+            annotations.get(WIRED_ANNOTATION)
+            and secret_data.get(KUBECONFIG_SECRET_KEY) == data
+            and annotations.get(DIGEST_ANNOTATION) == digest(raw)
+        ):
             return "unchanged"
+        current = decoded(secret, KUBECONFIG_SECRET_KEY)
+        rotated = current is not None and not is_ours(secret, current, endpoints)
         if not annotations.get(WIRED_ANNOTATION):
             annotations[WIRED_ANNOTATION] = "updated"
-            if KUBECONFIG_SECRET_KEY in secret_data:
-                secret_data[ORIGINAL_KEY] = secret_data[KUBECONFIG_SECRET_KEY]
+        if rotated:
+            secret_data[ORIGINAL_KEY] = secret_data[KUBECONFIG_SECRET_KEY]
         annotations[ENDPOINT_ANNOTATION] = endpoint
+        annotations[DIGEST_ANNOTATION] = digest(raw)
         secret_data[KUBECONFIG_SECRET_KEY] = data
         try:
             await client.replace(secret_path(namespace, name), secret)
@@ -129,7 +230,10 @@ async def wire(client: KubeClient, namespace: str, name: str, kubeconfig_yaml: s
             if exc.status == 409:
                 continue  # changed meanwhile: read again
             raise
-        log.info("wired", extra=fields(secret=f"{namespace}/{name}", result="updated", endpoint=endpoint))
+        log.info(
+            "wired",
+            extra=fields(secret=f"{namespace}/{name}", result="updated", endpoint=endpoint, kept_rotated=rotated),
+        )
         return "updated"
     raise ApiError(409, "Conflict", f"Secret {namespace}/{name} kept changing; --wire gave up after 5 attempts")
 
@@ -158,12 +262,15 @@ async def unwire(client: KubeClient, namespace: str, name: str) -> UnwireResult:
             return "deleted"
         data = dict(secret.get("data") or {})
         original = data.pop(ORIGINAL_KEY, None)
-        if original is not None:
+        current = decoded(secret, KUBECONFIG_SECRET_KEY)
+        if current is not None and not is_ours(secret, current):
+            pass  # rotated since it was wired: the newer kubeconfig stays
+        elif original is not None:
             data[KUBECONFIG_SECRET_KEY] = original
         else:
             data.pop(KUBECONFIG_SECRET_KEY, None)
-        annotations.pop(WIRED_ANNOTATION, None)
-        annotations.pop(ENDPOINT_ANNOTATION, None)
+        for key in (WIRED_ANNOTATION, ENDPOINT_ANNOTATION, DIGEST_ANNOTATION):
+            annotations.pop(key, None)
         secret["data"] = data
         secret["metadata"] = {**meta, "annotations": annotations}
         try:

@@ -43,37 +43,45 @@ def test_generated_kubeconfig_passes() -> None:
     check_kueue_rules(good())
 
 
+def no_current_context() -> dict[str, Any]:
+    cfg = good()
+    del cfg["current-context"]
+    return cfg
+
+
+# Kueue's validateKubeconfig/validateRestConfig (multikueuecluster.go) and what client-go's
+# RESTConfigFromKubeConfig refuses on the way (tools/clientcmd/validation.go).
 @pytest.mark.parametrize(
     ("config", "expected"),
     [
         (with_user(tokenFile="/var/run/token"), "tokenFile is not allowed"),
-        (with_user(**{"client-certificate": "/tmp/c.crt"}), "client-certificate file paths are not allowed"),
-        (with_user(**{"client-key": "/tmp/c.key"}), "client-key file paths are not allowed"),
         (with_user(username="admin", password="secret"), "basic auth"),
         (with_user(exec={"command": "gke-gcloud-auth-plugin", "apiVersion": "v1"}), "exec credential plugins"),
         (with_user(**{"auth-provider": {"name": "oidc"}}), "auth-provider plugins"),
         (with_cluster(**{"insecure-skip-tls-verify": True}), "insecure-skip-tls-verify is not allowed"),
         (with_cluster(**{"certificate-authority": "/etc/ca.crt"}), "certificate-authority file paths"),
-        (with_cluster(server="http://10.0.0.1:6443"), "must use https"),
-        (with_cluster(server="https://user:pw@api.example.com"), "must not carry user info"),
         (with_cluster(server="https://invalid_host.example.com"), "untrusted server endpoint"),
+        (with_cluster(server="api.example.com:6443"), "untrusted server endpoint"),
         (with_cluster(server=""), "a server URL is required"),
+        (with_cluster(**{"proxy-url": "ftp://proxy:21"}), "expected an http, https or socks5 URL"),
+        (with_user(**{"client-certificate-data": "Zm9v"}), "a client certificate needs client-key-data"),
         (with_cluster(**{"certificate-authority-data": base64.b64encode(b"junk").decode()}), "not a base64 PEM"),
+        (no_current_context(), "expected current-context to name a context"),
     ],
     ids=[
         "token-file",
-        "client-cert-file",
-        "client-key-file",
         "basic-auth",
         "exec",
         "auth-provider",
         "insecure",
         "ca-file",
-        "plain-http",
-        "user-info",
         "bad-host",
+        "no-scheme",
         "no-server",
+        "proxy-scheme",
+        "cert-without-key",
         "ca-not-pem",
+        "no-current-context",
     ],
 )
 def test_each_rule_rejects(config: dict[str, Any], expected: str) -> None:
@@ -85,11 +93,44 @@ def test_each_rule_rejects(config: dict[str, Any], expected: str) -> None:
     assert str(info.value.location) == "w.kubeconfig"
 
 
-def test_ca_data_required_unless_relaxed() -> None:
+def without_ca() -> dict[str, Any]:
     cfg = good()
     del cfg["clusters"][0]["cluster"]["certificate-authority-data"]
-    assert any("certificate-authority-data is required" in p for p in kueue_violations(cfg))
-    assert kueue_violations(cfg, require_ca_data=False) == []
+    return cfg
+
+
+def other_user_with_exec() -> dict[str, Any]:
+    cfg = good()
+    cfg["users"].append({"name": "unused", "user": {"exec": {"command": "x"}, "username": "u"}})
+    return cfg
+
+
+# What Kueue accepts although it looks unsafe: the sidecar must accept it too.
+@pytest.mark.parametrize(
+    "config",
+    [
+        with_cluster(server="http://10.0.0.1:8080"),
+        without_ca(),
+        with_user(**{"client-certificate": "/etc/c.crt", "client-key": "/etc/c.key"}),
+        with_cluster(server="https://user:pw@api.example.com"),
+        with_cluster(**{"proxy-url": "http://proxy.internal:3128"}),
+        with_cluster(**{"proxy-url": "socks5://127.0.0.1:1080"}),
+        with_cluster(server="https://API.Example.com:6443"),
+        other_user_with_exec(),
+    ],
+    ids=[
+        "http",
+        "system-roots",
+        "client-cert-files",
+        "user-info",
+        "http-proxy",
+        "socks5-proxy",
+        "upper-case",
+        "unused-user",
+    ],
+)
+def test_what_kueue_accepts(config: dict[str, Any]) -> None:
+    assert kueue_violations(config) == []
 
 
 def test_all_violations_are_listed() -> None:
@@ -97,7 +138,7 @@ def test_all_violations_are_listed() -> None:
     cfg["clusters"][0]["cluster"]["insecure-skip-tls-verify"] = True
     with pytest.raises(KubeconfigError) as info:
         check_kueue_rules(cfg)
-    assert len(info.value.violations) == 3
+    assert len(info.value.violations) == 3, info.value.violations
 
 
 def test_unresolvable_current_context() -> None:
@@ -117,6 +158,12 @@ def test_unresolvable_current_context() -> None:
         ("https://127.0.0.1:9443", True),
         ("https://my_host:443", False),
         ("https://-bad.example.com", False),
+        ("https://[::1]", False),  # Go's SplitHostPort fails without a port: the brackets stay
+        ("https://[::1]:443", True),
+        ("https://[fe80::1%25eth0]:443", False),
+        ("https://api.example.com:https", False),
+        ("api.example.com", False),
+        ("https://user:pw@api.example.com", True),
     ],
 )
 def test_server_host(server: str, ok: bool) -> None:
@@ -169,3 +216,24 @@ def test_parse_errors_are_located() -> None:
     )
     with pytest.raises(KubeconfigError, match="k.yaml:1:1: the YAML stream expands to more than"):
         parse_kubeconfig(bomb, "k.yaml")
+
+
+def test_rest_config_reads_what_kueue_accepts(tmp_path: Any) -> None:
+    """Client certificate files (relative to the kubeconfig's directory), proxy-url, user info."""
+    from mkpolicy.kube.certs import make_serving_cert
+    from mkpolicy.kube.rest import TokenSource
+
+    pair = make_serving_cert(CA, ["client"], "client")
+    (tmp_path / "c.crt").write_bytes(pair.cert_pem)
+    (tmp_path / "c.key").write_bytes(pair.key_pem)
+    cfg = with_cluster(server="https://bob:s%40cret@api.example.com:6443", **{"proxy-url": "http://proxy:3128"})
+    user = cfg["users"][0]["user"]
+    del user["token"]
+    user.update({"client-certificate": "c.crt", "client-key": "c.key"})
+    rc = rest_config(cfg, "w", base_dir=str(tmp_path))
+    assert (rc.client_cert_pem, rc.client_key_pem) == (pair.cert_pem, pair.key_pem)
+    assert rc.proxy_url == "http://proxy:3128"
+    assert "proxy" not in repr(rc)
+    # Go's HTTP client sends the URL's user info as basic auth when nothing else authenticates.
+    assert TokenSource(rc).authorization() == "Basic " + base64.b64encode(b"bob:s@cret").decode()
+    assert TokenSource(rest_config(good())).authorization() == "Bearer t0ken"

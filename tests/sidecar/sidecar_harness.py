@@ -70,6 +70,7 @@ class Clusters:
             "workers": [{"name": w, "kubeconfig": {"file": str(self.kubeconfigs[w])}} for w in WORKERS],
             "reload": {"intervalSeconds": 0.1},
             "shutdown": {"gracePeriodSeconds": 2},
+            "state": {"dir": None},
         }
         for key, value in overrides.items():
             if isinstance(value, dict) and isinstance(data.get(key), dict):

@@ -140,6 +140,39 @@ def test_check_mode(tmp_path: Path) -> None:
         proc = mkpolicy_cmd("sidecar", "--check", "--policies", str(policies), "--config", str(bad_config))
         assert proc.returncode == 2
         assert "insecure-skip-tls-verify is not allowed" in proc.stderr and "tokenFile is not allowed" in proc.stderr
+        assert "kueue: not read: no manager connection" in proc.stdout
+        # with the manager: Kueue's configuration names PipelineRun at another version, a port collides
+        env.manager.create(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "kueue-manager-config", "namespace": "kueue-system"},
+                "data": {
+                    "controller_manager_config.yaml": "apiVersion: config.kueue.x-k8s.io/v1beta2\n"
+                    "kind: Configuration\nmultiKueue:\n  externalFrameworks:\n"
+                    "  - name: PipelineRun.v1beta1.tekton.dev\n"
+                },
+            }
+        )
+        with_manager = write(
+            tmp_path / "manager.yaml",
+            {
+                "manager": {"kubeconfig": str(env.kubeconfigs["manager"])},
+                "ops": {"port": 8081},
+                "kueue": {"version": "0.18.3", "workloadIdentifierAnnotations": False},
+                "workers": [{"name": w, "kubeconfig": {"file": str(env.kubeconfigs[w])}} for w in WORKERS],
+            },
+        )
+        proc = mkpolicy_cmd("sidecar", "--check", "--policies", str(policies), "--config", str(with_manager))
+        assert proc.returncode == 0, proc.stderr
+        assert (
+            "warning: policy tekton-pipelinerun (PipelineRun.v1.tekton.dev): version mismatch, Kueue's "
+            "multiKueue.externalFrameworks names PipelineRun.v1beta1.tekton.dev" in proc.stdout
+        ), proc.stdout
+        assert "warning: ops port 8081 is Kueue's health probes port in the same pod" in proc.stdout
+        # the Deployment cannot be read here: the configured version and gate stand in
+        assert "kueue: Kueue 0.18.3; workload identifier: label-only" in proc.stdout
+        assert "kueue: not read: cannot read Deployment kueue-system/kueue-controller-manager" in proc.stdout
         (policies / "broken.yaml").write_text("apiVersion: mkpolicy.io/v1alpha1\nkind: FrameworkPolicy\nspec: {}\n")
         proc = mkpolicy_cmd("sidecar", "--check", "--policies", str(policies), "--config", str(good_config))
         assert proc.returncode == 1 and "broken.yaml" in proc.stderr
@@ -190,6 +223,7 @@ def test_serve_wire_sigterm_unwire(tmp_path: Path) -> None:
                 "manager": {"kubeconfig": str(env.kubeconfigs["manager"])},
                 "workers": [{"name": w, "kubeconfig": {"secret": {"name": f"{w}-secret"}}} for w in WORKERS],
                 "shutdown": {"gracePeriodSeconds": 3},
+                "state": {"dir": str(tmp_path / "state")},
             },
         )
         policies = policy_dir(tmp_path, TEKTON)
@@ -275,6 +309,7 @@ def test_invalid_policies_at_start_exit_1(tmp_path: Path) -> None:
                 "ops": {"port": 0},
                 "manager": {"kubeconfig": str(env.kubeconfigs["manager"])},
                 "workers": [{"name": "worker1", "kubeconfig": {"file": str(env.kubeconfigs["worker1"])}}],
+                "state": {"dir": None},
             },
         )
         proc = mkpolicy_cmd("sidecar", "--policies", str(policies), "--config", str(config))

@@ -30,12 +30,18 @@ def test_minimal_config_gets_defaults(tmp_path: Path) -> None:
     cfg = load_config(write(tmp_path, MINIMAL))
     assert cfg.origin == "multikueue"
     assert cfg.listen.address == "127.0.0.1"
-    assert cfg.worker_ports() == [9443, 9444]
+    assert cfg.worker_ports() == [7443, 7444]
     assert cfg.manager.kubeconfig is None and cfg.manager.namespace == "kueue-system"
-    assert cfg.manager.reads == "cache"
+    assert cfg.manager.reads == "direct"  # live, as Kueue reads the manager's object
     assert cfg.workers[1].kubeconfig.secret is not None
     assert cfg.workers[1].kubeconfig.secret.key == "kubeconfig"
-    assert cfg.ops.port == 8081
+    assert cfg.ops.port == 7081
+    # Safe in Kueue's pod: none of Kueue's ports, a grace below its terminationGracePeriodSeconds
+    # (10), credentials kept across restarts where the manifests mount them.
+    assert not {*cfg.worker_ports(), cfg.ops.port} & {8080, 8081, 8082, 8443, 9443}
+    assert cfg.shutdown.grace_period_seconds < 10
+    assert cfg.state.dir == "/var/run/mkpolicy"
+    assert cfg.kueue.config_map == "kueue-manager-config" and cfg.kueue.version is None
 
 
 def test_explicit_ports_and_ephemeral_ports() -> None:
@@ -58,11 +64,12 @@ def test_explicit_ports_and_ephemeral_ports() -> None:
         (MINIMAL.replace("name: worker2", "name: Worker_2"), 6, "expected a MultiKueueCluster name"),
         (MINIMAL.replace("{file: /etc/w1.kubeconfig}", "{}"), 5, "expected exactly one of 'file' or 'secret'"),
         (MINIMAL + "listen: {basePort: 70000}\n", 9, "expected a TCP port"),
+        (MINIMAL + "kueue: {version: latest}\n", 9, "expected a Kueue version such as 0.19.2"),
         (MINIMAL + "manager: {reads: sometimes}\n", 9, "manager.reads"),
         (MINIMAL + "origin: 'bad origin'\n", 9, "expected a label value"),
         (MINIMAL.replace("worker2", "worker1"), 1, "duplicate worker name"),
     ],
-    ids=["unknown-field", "bad-name", "no-source", "bad-port", "bad-enum", "bad-origin", "duplicate"],
+    ids=["unknown-field", "bad-name", "no-source", "bad-port", "bad-version", "bad-enum", "bad-origin", "duplicate"],
 )
 def test_invalid_configs_are_located(tmp_path: Path, text: str, line: int, message: str) -> None:
     with pytest.raises(ConfigError) as info:
@@ -73,17 +80,17 @@ def test_invalid_configs_are_located(tmp_path: Path, text: str, line: int, messa
 
 
 def test_port_collisions() -> None:
-    with pytest.raises(ConfigError, match="both listen on port 9443"):
+    with pytest.raises(ConfigError, match="both listen on port 7443"):
         config_from_dict(
             {
                 "workers": [
                     {"name": "a", "kubeconfig": {"file": "x"}},
-                    {"name": "b", "kubeconfig": {"file": "y"}, "port": 9443},
+                    {"name": "b", "kubeconfig": {"file": "y"}, "port": 7443},
                 ]
             }
         )
     with pytest.raises(ConfigError, match="ops port"):
-        config_from_dict({"ops": {"port": 9443}, "workers": [{"name": "a", "kubeconfig": {"file": "x"}}]})
+        config_from_dict({"ops": {"port": 7443}, "workers": [{"name": "a", "kubeconfig": {"file": "x"}}]})
 
 
 def test_no_workers_and_unreadable_files(tmp_path: Path) -> None:
@@ -108,7 +115,7 @@ def test_no_workers_and_unreadable_files(tmp_path: Path) -> None:
             MINIMAL.replace("{file: /etc/w1.kubeconfig}", "{file: /etc/w1.kubeconfig, secrt: x}"),
             "unknown field 'workers[0].kubeconfig.secrt'; expected one of: file, secret",
         ),
-        (MINIMAL + "reloads: {}\n", "expected one of: apiVersion, kind, origin, listen, ops, manager, workers"),
+        (MINIMAL + "reloads: {}\n", "expected one of: apiVersion, kind, origin, listen, ops, manager, kueue, workers"),
     ],
     ids=["listen", "nested-in-a-list", "top-level"],
 )

@@ -400,8 +400,20 @@ def test_refusals_create_nothing(tmp_path: Path) -> None:
                         verb="create",
                         code="403",
                     )
-                    == 1
+                    == 2  # not managed, and the other version
                 )
+                # every refused creation says why on the manager's object (the Workload when it is missing)
+                await sidecar.events.flush()
+                events = {
+                    (e["involvedObject"]["kind"], e["involvedObject"]["name"], e["reason"])
+                    for e in env.manager.list("v1", "Event", namespace=env.ns)
+                }
+                assert events == {
+                    ("PipelineRun", "run-1", "BadRequest"),  # no origin label
+                    ("Workload", "wl-1", "ManagerObjectMissing"),  # no manager object: on its Workload
+                    ("PipelineRun", "local", "NotManaged"),
+                    ("Workload", "wl-1", "VersionMismatch"),  # "old" exists at no version on the manager
+                }, events
 
         asyncio.run(scenario())
 
@@ -410,7 +422,10 @@ def test_ops_endpoints(tmp_path: Path) -> None:
     with clusters(tmp_path) as env:
 
         async def scenario() -> None:
-            async with running(env.config(), policy_dir(tmp_path, TEKTON)) as sidecar, kueue(env, sidecar) as driver:
+            async with (
+                running(env.config(manager={"reads": "cache"}), policy_dir(tmp_path, TEKTON)) as sidecar,
+                kueue(env, sidecar) as driver,
+            ):
                 env.manager.create(pipelinerun("run-1", env.ns))
                 await driver.sync_job("worker1", env.ns, "run-1", "wl-1")
                 base = f"http://127.0.0.1:{sidecar.ops_port}"
@@ -551,5 +566,28 @@ def test_a_worker_copy_the_worker_refuses(tmp_path: Path) -> None:
                     )
                     == 1
                 )
+                # counted as an error, not as a transform that went well, and said on the job
+                labels = {"cluster": "worker1", "policy": "careless", "phase": "create"}
+                assert metric(sidecar, "mkpolicy_sidecar_transforms_total", **labels, result="error") == 1
+                assert metric(sidecar, "mkpolicy_sidecar_transforms_total", **labels, result="ok") == 0
+                assert (
+                    metric(
+                        sidecar,
+                        "mkpolicy_sidecar_refusals_total",
+                        cluster="worker1",
+                        policy="careless",
+                        reason="WorkerRefused",
+                    )
+                    == 1
+                )
+                await sidecar.events.flush()
+                [event] = env.manager.list("v1", "Event", namespace=env.ns)
+                assert (event["involvedObject"]["name"], event["reason"], event["type"]) == (
+                    "run-1",
+                    "WorkerRefused",
+                    "Warning",
+                )
+                assert event["message"].startswith("mkpolicy: worker1 refused the copy made by policy careless: 422 ")
+                assert 'spec.timeouts: Invalid value: "integer"' in event["message"]
 
         asyncio.run(scenario())

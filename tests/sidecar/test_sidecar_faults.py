@@ -99,7 +99,10 @@ def test_manager_down_uses_the_cache_and_refuses_what_it_cannot_read(tmp_path: P
     with clusters(tmp_path) as env:
 
         async def scenario() -> None:
-            async with running(env.config(), policy_dir(tmp_path, TEKTON)) as sidecar, kueue(env, sidecar) as driver:
+            async with (
+                running(env.config(manager={"reads": "cache"}), policy_dir(tmp_path, TEKTON)) as sidecar,
+                kueue(env, sidecar) as driver,
+            ):
                 env.manager.create(pipelinerun("cached"))
                 await driver.sync_job("worker1", "team-a", "cached", "wl-c")
                 await eventually(
@@ -187,7 +190,10 @@ def test_expired_watches_resume(tmp_path: Path) -> None:
     with clusters(tmp_path) as env:
 
         async def scenario() -> None:
-            async with running(env.config(), policy_dir(tmp_path, TEKTON)) as sidecar, kueue(env, sidecar) as driver:
+            async with (
+                running(env.config(manager={"reads": "cache"}), policy_dir(tmp_path, TEKTON)) as sidecar,
+                kueue(env, sidecar) as driver,
+            ):
                 env.manager.create(pipelinerun("run-1"))
                 await driver.sync_job("worker1", "team-a", "run-1", "wl-1")
                 old_rv = str(env.worker("worker1").resource_version)

@@ -5,9 +5,22 @@ from __future__ import annotations
 import io
 import json
 import logging
+from collections.abc import Iterator
+
+import pytest
 
 from mkpolicy.sidecar.logs import fields, setup_logging
 from mkpolicy.sidecar.metrics import Metrics
+
+
+@pytest.fixture(autouse=True)
+def restore_logging() -> Iterator[None]:
+    root = logging.getLogger()
+    before = (list(root.handlers), root.level)
+    yield
+    logging.captureWarnings(False)
+    root.handlers[:] = before[0]
+    root.setLevel(before[1])
 
 
 def test_json_lines_with_fields_and_redaction() -> None:
@@ -26,6 +39,20 @@ def test_json_lines_with_fields_and_redaction() -> None:
     assert "s3cret" not in stream.getvalue()
     assert lines[1]["error"] == "ValueError: boom"
     assert lines[0]["ts"].endswith("Z")
+
+
+def test_library_logs_and_warnings_are_json_too() -> None:
+    """Nothing reaches stderr in another format: aiohttp's and asyncio's errors, Python warnings."""
+    import warnings
+
+    stream = io.StringIO()
+    setup_logging("info", stream)
+    logging.getLogger("asyncio").error("Task exception was never retrieved")
+    logging.getLogger("aiohttp.server").info("not shown: libraries log warnings and above")
+    warnings.showwarning("deprecated thing", DeprecationWarning, "lib.py", 1)  # what warnings.warn calls
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert [(line["logger"], line["level"]) for line in lines] == [("asyncio", "error"), ("py.warnings", "warning")]
+    assert "deprecated thing" in lines[1]["msg"]
 
 
 def test_metrics_exposition_names() -> None:

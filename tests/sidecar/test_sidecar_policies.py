@@ -150,8 +150,40 @@ def test_repository_policies_only_use_what_the_wire_can_carry() -> None:
     assert [e.name for e in active.entries] == ["tekton-pipelinerun"]
     reasons = "\n".join(active.skipped)
     assert "argo-workflow (Workflow.v1alpha1.argoproj.io): managedBy at /metadata/labels" in reasons
-    assert "kueue-job (Job.v1.batch): Kueue adapts Job natively, not through the generic adapter" in reasons
+    assert (
+        "kueue-job (Job.v1.batch): Kueue's integration batch/job may be enabled (Kueue's configuration unread): "
+        "its own adapter sends Job" in reasons
+    )
     assert sample(metrics, "mkpolicy_sidecar_policies_skipped") == len(active.skipped) >= 10
+
+
+def test_native_kinds_follow_kueues_integrations() -> None:
+    """A natively adapted kind is skipped only while Kueue enables that integration
+    (Kueue refuses it as an external framework then); otherwise the generic adapter carries it."""
+    from mkpolicy.sidecar.kueueconfig import KueueInfo, parse_configuration
+
+    root = Path(__file__).resolve().parents[2]
+    info = KueueInfo()
+    parse_configuration(
+        "integrations:\n  frameworks: [batch/job, pod]\n"
+        "multiKueue:\n  externalFrameworks: [{name: RayJob.v1.ray.io}]\n",
+        "kueue.yaml",
+        info,
+    )
+
+    async def scenario() -> PolicySet:
+        store = PolicyStore(str(root / "policies"), resolve, Metrics())
+        store.kueue = info
+        await store.reload(force=True)
+        assert store.active is not None
+        return store.active
+
+    active = asyncio.run(scenario())
+    carried = [e.name for e in active.entries]
+    assert "kueue-rayjob" in carried and "kueue-job" not in carried, carried
+    assert any(
+        line.startswith("kueue-job (Job.v1.batch): Kueue's integration batch/job is enabled") for line in active.skipped
+    )
 
 
 def test_retries_redo_the_discovery_not_the_compilation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -265,7 +265,8 @@ RUNS = "/apis/tekton.dev/v1/namespaces/a/pipelineruns"
         # another version: reads pass (a refused watch drops Kueue's whole worker), writes are refused
         ("GET", "/apis/tekton.dev/v1beta1/namespaces/a/pipelineruns?watch=true", "", True, "pass"),
         ("GET", "/apis/tekton.dev/v1beta1/namespaces/a/pipelineruns/r", "", True, "pass"),
-        ("POST", "/apis/tekton.dev/v1beta1/namespaces/a/pipelineruns", "", True, 403),
+        # another version: routed to the policy, whose create refuses it (403) with an Event on the job
+        ("POST", "/apis/tekton.dev/v1beta1/namespaces/a/pipelineruns", "", True, "transform"),
         ("PUT", f"{RUNS}/r", "", True, 403),
         ("PATCH", f"{RUNS}/r/status", "", True, 403),
         ("POST", "/api/v1/namespaces/a/configmaps", "", True, "pass"),
@@ -294,6 +295,9 @@ def test_what_is_transformed(
         credentials = load_or_create(None, ["w"], ["127.0.0.1"])
         entry = Entry(adapter, ResourceInfo("tekton.dev", "v1", "PipelineRun", "pipelineruns", True))
         policies = PolicySet((entry,), "t") if active else None
+
+        def worker_problem(self, cluster: str) -> None:
+            return None
 
     endpoint = WorkerEndpoint(Hub(), Upstream("w", RestConfig(server="https://127.0.0.1:1")))  # type: ignore[arg-type]
     lines = [f"{method} {target} HTTP/1.1", "Host: x", f"Authorization: Bearer {Hub.credentials.tokens['w']}"]

@@ -24,6 +24,7 @@ import mkpolicy
 from mkpolicy.kube.rest import RestConfig
 from mkpolicy.sidecar.config import Limits
 from mkpolicy.sidecar.endpoints import Credentials, load_or_create
+from mkpolicy.sidecar.events import EventRecorder
 from mkpolicy.sidecar.http1 import ChunkedScanner, RequestHead, chunk, parse_request_head
 from mkpolicy.sidecar.listener import Exchange, Listener
 from mkpolicy.sidecar.metrics import Metrics
@@ -117,6 +118,15 @@ class StubHub:
         self.origin = "multikueue"
         self.credentials: Credentials = load_or_create(None, ["w"], ["127.0.0.1"])
         self.policies: PolicySet | None = PolicySet((), "none")
+        self.events = EventRecorder(lambda: None, self.metrics)
+        self.kueue = None
+        self.failures: list[str] = []
+
+    def worker_problem(self, cluster: str) -> str | None:
+        return None
+
+    def worker_failed(self, cluster: str, message: str) -> None:
+        self.failures.append(message)
 
     async def manager_object(self, *args: Any) -> Any:
         raise AssertionError("no policy kinds here")
@@ -860,7 +870,10 @@ def test_transformed_reads_the_same_either_way(fast: bool) -> None:
     assert json.loads(answers[7].split(b"\r\n\r\n")[1]) == missing
 
 
-def test_transformed_read_refused_when_the_sync_fails(fast: bool, tmp_path: Path) -> None:
+def test_transformed_read_without_status_when_the_sync_fails(fast: bool, tmp_path: Path) -> None:
+    """A failing sync patch: the read answers the copy without a status (Kueue copies nothing,
+    writes nothing, and is not stopped: it finishes a workload only after a successful read),
+    the failure counted and said on the job."""
     (tmp_path / "p.yaml").write_text(FAILING_SYNC)
     policy = mkpolicy.compile(mkpolicy.load(str(tmp_path / "p.yaml"))[0])
     run = pipelinerun("a", worker=True)
@@ -872,16 +885,19 @@ def test_transformed_read_refused_when_the_sync_fails(fast: bool, tmp_path: Path
             for _ in range(5):  # through the probation and past it
                 writer.write(w.get("/apis/tekton.dev/v1/namespaces/team-a/pipelineruns/a"))
                 got = await read_response(reader)
-                assert got.startswith(b"HTTP/1.1 500 Internal Server Error\r\n"), got[:60]
-                status = json.loads(got.split(b"\r\n\r\n", 1)[1])
-                assert status["kind"] == "Status" and "status write-back refused" in status["message"]
-                assert "failing-sync" in status["message"]
+                assert got.startswith(b"HTTP/1.1 200 OK\r\n"), got[:60]
+                body = json.loads(got.split(b"\r\n\r\n", 1)[1])
+                assert body["metadata"]["name"] == "a" and "status" not in body
             assert (
-                w.metric("mkpolicy_sidecar_requests_total", cluster="w", policy="failing-sync", verb="get", code="500")
+                w.metric("mkpolicy_sidecar_requests_total", cluster="w", policy="failing-sync", verb="get", code="200")
                 == 5
             )
             assert (
                 w.metric("mkpolicy_sidecar_transform_errors_total", cluster="w", policy="failing-sync", phase="sync")
+                == 5
+            )
+            assert (
+                w.metric("mkpolicy_sidecar_refusals_total", cluster="w", policy="failing-sync", reason="SyncFailed")
                 == 5
             )
 

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from sidecar_harness import client, clusters
+from sidecar_harness import client, clusters, eventually, metric, policy_dir, running
 
-from mkpolicy.kube.kubeconfig import rest_config
 from mkpolicy.kube.rest import TokenSource, in_cluster_config
 from mkpolicy.sidecar.config import ConfigError, Worker
 from mkpolicy.sidecar.wiring import (
@@ -24,6 +23,8 @@ from mkpolicy.sidecar.wiring import (
 )
 
 pytestmark = pytest.mark.timeout(60)
+
+POLICIES = Path(__file__).resolve().parents[2] / "policies"
 
 WIRED = "apiVersion: v1\nkind: Config\nclusters: []\n"
 
@@ -95,13 +96,27 @@ def test_multikueue_secret_resolution(tmp_path: Path) -> None:
                 "spec": {"clusterSource": {"kubeConfig": {"locationType": "Path", "location": "/etc/w.kubeconfig"}}},
             }
         )
+        env.manager.create(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "MultiKueueCluster",
+                "metadata": {"name": "by-profile"},
+                "spec": {"clusterSource": {"clusterProfileRef": {"name": "gke-worker"}}},
+            }
+        )
 
         async def scenario() -> None:
             async with client(env.manager.kubeconfig()) as c:
                 assert await multikueue_secret(c, worker("w1")) == "w1-kubeconfig"
                 assert await multikueue_secret(c, worker("w1", wireSecret="explicit")) == "explicit"
-                with pytest.raises(ConfigError, match="needs locationType Secret"):
+                # Path: Kueue re-reads the file; the sidecar can write it (--kubeconfig-dir), not wire it
+                with pytest.raises(
+                    ConfigError, match="file '/etc/w.kubeconfig' in Kueue's container.*--kubeconfig-dir"
+                ):
                     await multikueue_secret(c, worker("by-path"))
+                # ClusterProfile: Kueue connects from the profile's status with an access plugin
+                with pytest.raises(ConfigError, match="connects through ClusterProfile 'gke-worker'.*wireSecret"):
+                    await multikueue_secret(c, worker("by-profile"))
                 with pytest.raises(ConfigError, match="no MultiKueueCluster named 'ghost'"):
                     await multikueue_secret(c, worker("ghost"))
 
@@ -131,35 +146,63 @@ def test_in_cluster_config_and_token_rotation(tmp_path: Path, monkeypatch: pytes
 
 
 @pytest.mark.loopback_only("writes a Secret in kueue-system, outside the test namespace")
-def test_worker_kubeconfig_from_secret_is_held_to_kueue_rules(tmp_path: Path) -> None:
-    from mkpolicy.kube.kubeconfig import KubeconfigError
-    from mkpolicy.sidecar import Sidecar, config_from_dict
+def test_refused_worker_kubeconfig_is_isolated_and_a_rotation_fixes_it(tmp_path: Path) -> None:
+    """A worker kubeconfig Kueue's rules refuse does not stop the sidecar: that worker's endpoint
+    answers a Status naming the reason (and /readyz says so) while the other worker serves; when
+    its Secret is rewritten with a good kubeconfig, the worker is served within the watch's latency."""
+    from mkpolicy.kube.client import ApiError
+    from mkpolicy.sidecar import Sidecar
 
     with clusters(tmp_path) as env:
+        good = env.worker("worker1").kubeconfig()
         bad = env.worker("worker1").kubeconfig()
         bad["clusters"][0]["cluster"]["insecure-skip-tls-verify"] = True
+
+        def secret_data(config: dict[str, object]) -> dict[str, str]:
+            return {"kubeconfig": base64.b64encode(yaml.safe_dump(config).encode()).decode()}
+
         env.manager.create(
             {
                 "apiVersion": "v1",
                 "kind": "Secret",
                 "metadata": {"name": "w1-real", "namespace": "kueue-system"},
-                "data": {"kubeconfig": base64.b64encode(yaml.safe_dump(bad).encode()).decode()},
+                "data": secret_data(bad),
             }
         )
-        config = config_from_dict(
-            {
-                "listen": {"basePort": 0},
-                "ops": {"port": 0},
-                "manager": {"kubeconfig": str(env.kubeconfigs["manager"])},
-                "workers": [{"name": "worker1", "kubeconfig": {"secret": {"name": "w1-real"}}}],
-            }
+        config = env.config(
+            workers=[
+                {"name": "worker1", "kubeconfig": {"secret": {"name": "w1-real"}}},
+                {"name": "worker2", "kubeconfig": {"file": str(env.kubeconfigs["worker2"])}},
+            ]
         )
 
         async def scenario() -> None:
-            sidecar = Sidecar(config, str(tmp_path))
-            with pytest.raises(KubeconfigError, match="insecure-skip-tls-verify is not allowed"):
-                await sidecar.start()
-            await sidecar.stop()
+            async with running(config, policy_dir(tmp_path, POLICIES / "tekton-pipelinerun.yaml")) as sidecar:
+                assert isinstance(sidecar, Sidecar)
+                ready, checks = sidecar.readiness()
+                assert ready, checks  # one refused worker: the others keep serving
+                assert any(
+                    c.startswith("warn worker worker1: refused: Secret kueue-system/w1-real key kubeconfig: ")
+                    and "insecure-skip-tls-verify is not allowed" in c
+                    for c in checks
+                ), checks
+                assert "ok worker worker2" in checks
+                async with client(sidecar.kubeconfig("worker1")) as w1, client(sidecar.kubeconfig("worker2")) as w2:
+                    with pytest.raises(ApiError) as info:
+                        await w1.get("/api/v1/namespaces")
+                    assert info.value.status == 503 and "insecure-skip-tls-verify" in info.value.message
+                    assert info.value.body.get("kind") == "Status"
+                    assert (await w2.get("/api/v1/namespaces"))["kind"] == "NamespaceList"
+                    # the Secret is rotated to a good kubeconfig: taken up, no restart
+                    secret = env.manager.get("v1", "Secret", "w1-real", "kueue-system")
+                    secret["data"] = secret_data(good)
+                    env.manager.update(secret)
+                    await eventually(lambda: sidecar.worker_problem("worker1") is None)
+                    assert (await w1.get("/api/v1/namespaces"))["kind"] == "NamespaceList"
+                assert (
+                    metric(sidecar, "mkpolicy_sidecar_worker_kubeconfig_reloads_total", cluster="worker1", result="ok")
+                    == 1
+                )
+                assert metric(sidecar, "mkpolicy_sidecar_worker_up", cluster="worker1") == 1
 
         asyncio.run(scenario())
-        assert rest_config(env.worker("worker1").kubeconfig()).server == env.worker("worker1").url

@@ -89,6 +89,7 @@ def test_apiserver_factory_options(apiserver_factory) -> None:
     assert names == ["default", "team"]
     assert {rt.group for rt in plain.resource_types()} == {
         "",
+        "apps",
         "batch",
         "coordination.k8s.io",
         "apiextensions.k8s.io",

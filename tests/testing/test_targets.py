@@ -114,7 +114,7 @@ def test_no_kubeconfig_variables_means_the_loopback_server() -> None:
          "MKPOLICY_E2E_MANAGER_KUBECONFIG: context 'kind-manager': exec credential plugins are not supported"),
         ({kubeconfig_var("manager"): "{http}", ENV_ALLOWED: "*"},
          "MKPOLICY_E2E_MANAGER_KUBECONFIG: context 'kind-manager' breaks Kueue's MultiKueue kubeconfig rules, which "
-         "the sidecar applies to it: cluster 'kind-manager': server 'http://127.0.0.1:8080' must use https"),
+         "the sidecar applies to it: cluster 'kind-manager': untrusted server endpoint 'https://bad_host:8080'"),
     ],
     ids=["unknown-variable", "workers-without-manager", "one-worker", "context-without-kubeconfig", "no-allow-list",
          "context-not-allowed", "unreadable", "no-such-context", "bad-flag", "bad-prefix", "exec-plugin",
@@ -126,7 +126,7 @@ def test_configuration_errors_name_the_variable(tmp_path: Path, variables: dict[
         "exec": kubeconfig_file(
             tmp_path / "exec", exec={"command": "aws", "apiVersion": "client.authentication.k8s.io/v1"}
         ),
-        "http": kubeconfig_file(tmp_path / "http", server="http://127.0.0.1:8080"),
+        "http": kubeconfig_file(tmp_path / "http", server="https://bad_host:8080"),
         "tmp": tmp_path,
     }
     env = {k: v.format(**files) for k, v in variables.items()}

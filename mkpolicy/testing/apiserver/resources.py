@@ -155,6 +155,7 @@ NAMESPACES = _builtin(
 CONFIGMAPS = _builtin("", "v1", "ConfigMap", "configmaps", short_names=("cm",))
 SECRETS = _builtin("", "v1", "Secret", "secrets", selectable=("type",))
 LEASES = _builtin("coordination.k8s.io", "v1", "Lease", "leases")
+DEPLOYMENTS = _builtin("apps", "v1", "Deployment", "deployments", status=True, generation=True, short_names=("deploy",))
 JOBS = _builtin(
     "batch", "v1", "Job", "jobs", status=True, categories=("all",), generation=True,
     selectable=("status.successful",), propagation="Orphan",
@@ -176,7 +177,9 @@ EVENTS = _builtin(
 EVENTS_V1 = _builtin("events.k8s.io", "v1", "Event", "events", short_names=("ev",), stored_in=("", "events", "v1"))
 
 #: The kinds every server serves.
-BUILTINS: tuple[ResourceType, ...] = (NAMESPACES, CONFIGMAPS, SECRETS, EVENTS, EVENTS_V1, LEASES, JOBS, CRDS)
+BUILTINS: tuple[ResourceType, ...] = (
+    NAMESPACES, CONFIGMAPS, SECRETS, EVENTS, EVENTS_V1, LEASES, DEPLOYMENTS, JOBS, CRDS,
+)  # fmt: skip
 
 
 class Registry:
