@@ -7,7 +7,6 @@ policy's sync of the worker's last status), no duplicate object, nothing half-cr
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 from pathlib import Path
 from typing import Any
@@ -464,10 +463,10 @@ def test_hostile_expression_is_stopped_by_the_cost_budget(tmp_path: Path) -> Non
                 message = info.value.message
                 assert "policy hostile" in message and "creation patch #1" in message and "cost" in message
                 assert elapsed < 30
-                # the evaluation ran off the event loop: other requests were answered all along (on
-                # the loop, it would answer one at most, then nothing for the whole evaluation)
-                gaps = [b - a for a, b in itertools.pairwise([t0, *passthrough, t0 + elapsed])]
-                assert len(passthrough) >= 3 and max(gaps) < elapsed / 2, (elapsed, gaps)
+                # the evaluation ran off the event loop: other requests were answered meanwhile (on the
+                # loop, one at most would be, then nothing for the whole evaluation). No bound on the
+                # gaps between them: on a loaded machine any one of them can stall.
+                assert len(passthrough) >= 3, (elapsed, passthrough)
                 assert worker_names(env, "worker1") == []  # nothing created, not even half
                 assert (
                     metric(
