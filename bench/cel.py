@@ -380,7 +380,10 @@ def main(argv: list[str] | None = None) -> int:
 
     print()
     print(f"geometric mean: mkpolicy is {geomean(ratios['cel-python']):.1f}x faster than cel-python (goal >= 10x),")
-    print(f"                {geomean(ratios['cel-expr-python']):.2f}x as fast as cel-expr-python (goal >= 1x),")
+    if ratios["cel-expr-python"]:
+        print(f"                {geomean(ratios['cel-expr-python']):.2f}x as fast as cel-expr-python (goal >= 1x),")
+    else:
+        print("                cel-expr-python not installed (pip install -e '.[bench]'),")
     print(f"                {geomean(ratios['hand-written']):.1f}x the time of hand-written Python (goal <= 5x).")
     return 0
 
