@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from mkpolicy.kube.target import NAMESPACE_SUBRESOURCES, TargetError, go_bool, parse_query, split_path
+from mkpolicy.kube.target import TargetError, go_bool, parse_query, request_info, split_path
 from mkpolicy.kube.target import parse_target as decode_target
 from mkpolicy.testing.apiserver.errors import bad_request, method_not_allowed, resource_not_found
 
@@ -91,29 +91,28 @@ def _parse(method: str, decoded: str, watch_param: bool) -> RequestInfo:
         return RequestInfo("version", method, path, verb="get")
     if not parts or parts[0] not in ("api", "apis"):
         raise resource_not_found(path)
-    if parts[0] == "api":
-        if len(parts) <= 2:
-            return _discovery(method, path, tuple(parts))
-        group, version, rest = "", parts[1], parts[2:]
-    else:
-        if len(parts) <= 3:
-            return _discovery(method, path, tuple(parts))
-        group, version, rest = parts[1], parts[2], parts[3:]
-    watch = False
-    if rest[0] == "watch":
-        watch, rest = True, rest[1:]
-    namespace = ""
-    # namespaces/<ns>/<resource>... is inside a namespace; namespaces/<name>[/status] is a Namespace.
-    if len(rest) > 2 and rest[0] == "namespaces" and rest[2] not in NAMESPACE_SUBRESOURCES:
-        namespace, rest = rest[1], rest[2:]
-    if not rest or len(rest) > 3 or any(not p for p in rest):
+    if len(parts) <= (2 if parts[0] == "api" else 3):
+        return _discovery(method, path, tuple(parts))
+    # the resource part is requestinfo.go's resolution, shared with the sidecar's routing
+    info = request_info(method, tuple(parts), ["true"] if watch_param else None)
+    if not info.resource or len(info.parts) > 3 or any(not p for p in info.parts):
         raise resource_not_found(path)
-    resource = rest[0]
-    name = rest[1] if len(rest) > 1 else ""
-    subresource = rest[2] if len(rest) > 2 else ""
-    # ?watch counts on collections only (requestinfo.go); /watch/ paths are watches whatever follows
-    verb = _verb(method, path, bool(name), watch or (watch_param and not name))
-    return RequestInfo("resource", method, path, verb, group, version, namespace, resource, name, subresource)
+    verb = _verb(method, path, info.verb, bool(info.name))
+    # requestinfo.go names a Namespace's own requests after it; the store keeps Namespaces cluster-wide
+    own = info.resource == "namespaces" and info.namespace == info.name
+    namespace = "" if own else info.namespace
+    return RequestInfo(
+        "resource",
+        method,
+        path,
+        verb,
+        info.group,
+        info.version,
+        namespace,
+        info.resource,
+        info.name,
+        info.subresource,
+    )
 
 
 def _discovery(method: str, path: str, parts: tuple[str, ...]) -> RequestInfo:
@@ -122,17 +121,18 @@ def _discovery(method: str, path: str, parts: tuple[str, ...]) -> RequestInfo:
     return RequestInfo("discovery", method, path, verb="get", discovery=parts)
 
 
-def _verb(method: str, path: str, named: bool, watch: bool) -> str:
-    if method in ("GET", "HEAD"):
-        if watch:
-            return "watch"
-        return "get" if named else "list"
-    if method == "POST" and not named:
-        return "create"
-    if method == "PUT" and named:
-        return "update"
-    if method == "PATCH" and named:
-        return "patch"
-    if method == "DELETE":
-        return "delete" if named else "deletecollection"
-    raise method_not_allowed(method, path)
+def _verb(method: str, path: str, verb: str, named: bool) -> str:
+    """The resolved verb, or 405 where kube-apiserver registers no handler for the method on that path."""
+    allowed = {
+        "get": method in ("GET", "HEAD"),
+        "list": method in ("GET", "HEAD"),
+        "watch": method in ("GET", "HEAD"),
+        "create": not named,
+        "update": named,
+        "patch": named,
+        "delete": True,
+        "deletecollection": True,
+    }
+    if not allowed.get(verb, False):
+        raise method_not_allowed(method, path)
+    return verb
