@@ -453,18 +453,18 @@ def field_names(loc: list[Any] | tuple[Any, ...]) -> list[str]:
         field = next((f for name, f in model.model_fields.items() if (f.alias or name) == seg), None)
         if field is None:
             return []
-        model = _model_of(field.annotation)
+        model = model_of(field.annotation)
         if model is None:
             return []
     return [f.alias or name for name, f in model.model_fields.items()]
 
 
-def _model_of(annotation: Any) -> type[BaseModel] | None:
+def model_of(annotation: Any) -> type[BaseModel] | None:
     """The model class inside ``annotation`` (``Listen``, ``list[Worker]``, ``SecretRef | None``)."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     for arg in get_args(annotation):
-        found = _model_of(arg)
+        found = model_of(arg)
         if found is not None:
             return found
     return None

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from mkpolicy.sidecar.config import SidecarConfig
+from mkpolicy.sidecar.config import SidecarConfig, model_of
 
 SCHEMA_ID = "https://mkpolicy.io/schemas/sidecarconfig.schema.json"
 
@@ -80,7 +80,7 @@ def render_markdown() -> str:
         lines += [f"## {title}", "", _doc(model), "", "| field | type | default | meaning |", "|---|---|---|---|"]
         for name, field in model.model_fields.items():
             key = field.alias or name
-            child = _model_of(field.annotation)
+            child = model_of(field.annotation)
             child_path = f"{path}.{key}" if path else key
             if child is not None:
                 if _is_list(field.annotation):
@@ -114,16 +114,6 @@ def _is_list(annotation: Any) -> bool:
     if get_origin(annotation) is list:
         return True
     return any(_is_list(arg) for arg in get_args(annotation) if get_origin(annotation) in (Union, types.UnionType))
-
-
-def _model_of(annotation: Any) -> type[BaseModel] | None:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in get_args(annotation):
-        found = _model_of(arg)
-        if found is not None:
-            return found
-    return None
 
 
 def _type(annotation: Any) -> str:
