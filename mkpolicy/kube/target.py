@@ -75,10 +75,6 @@ class RequestTarget:
         """The query parameters as ``url.ParseQuery`` reads them."""
         return parse_query(self.raw_query)
 
-    def request_info(self, method: str) -> RequestInfo:
-        """kube-apiserver's view of this target for ``method``."""
-        return request_info(method, self.parts, self.query.get("watch"))
-
 
 def _unescape(text: str, plus_is_space: bool) -> str:
     """Go's ``unescape``: ``%XX`` decoded (bytes read as UTF-8); TargetError on a malformed escape."""

@@ -21,7 +21,8 @@ HIGH_WATER = 256 * 1024
 LOW_WATER = 64 * 1024
 
 
-def _expire(waiter: asyncio.Future[None]) -> None:
+def expire(waiter: asyncio.Future[None]) -> None:
+    """End ``waiter`` with a TimeoutError unless it is done (a timer's callback)."""
     if not waiter.done():
         waiter.set_exception(TimeoutError())
 
@@ -113,7 +114,7 @@ class Connection(asyncio.Protocol):
             return
         waiter = self.loop.create_future()
         self._waiter = waiter
-        timer = self.loop.call_later(timeout, _expire, waiter) if timeout is not None else None
+        timer = self.loop.call_later(timeout, expire, waiter) if timeout is not None else None
         try:
             await waiter
         finally:

@@ -29,7 +29,7 @@ worker's stray bytes after it are never taken for part of it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Literal
 
@@ -84,7 +84,7 @@ class RequestHead:
     #: The client asked to close the connection after this exchange.
     close: bool
     #: The target decoded as kube-apiserver decodes it.
-    decoded: RequestTarget | None = field(default=None)
+    decoded: RequestTarget
 
     @property
     def path(self) -> str:

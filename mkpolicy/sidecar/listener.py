@@ -89,9 +89,10 @@ class Exchange:
             self._continue = False
             self.conn.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
-    async def body_part(self) -> bytes:
+    async def body_part(self, payload: list[bytes] | None = None) -> bytes:
         """The next bytes of the request body as they came (chunked framing included); b"" at its end.
 
+        ``payload``: a chunked body's data (its framing taken off) is appended to it too.
         ConnectionResetError when the client goes away inside the body.
         """
         if self.body_done:
@@ -104,16 +105,18 @@ class Exchange:
             await conn.wait_readable(READ_TIMEOUT)
         if self._scanner is not None:
             data = conn.take()
-            payload: list[bytes] = []
+            chunks: list[bytes] = []
             try:
-                used = self._scanner.feed(data, payload)
+                used = self._scanner.feed(data, chunks)
             except HttpError as exc:
                 self.close_after = True
                 raise StatusError(400, f"mkpolicy sidecar: {exc.message}") from None
-            self._payload += sum(len(p) for p in payload)
+            self._payload += sum(len(p) for p in chunks)
             if self._payload > conn.limits.max_body_bytes:
                 self.close_after = True
                 raise StatusError(413, f"mkpolicy sidecar: the request body exceeds {conn.limits.max_body_bytes} bytes")
+            if payload is not None:
+                payload += chunks
             if used < len(data):  # the next request (pipelined): back to the buffer
                 conn.buffer[:0] = data[used:]
                 data = data[:used]
@@ -126,16 +129,10 @@ class Exchange:
         """The whole request body, decoded from its framing (StatusError 413 above ``limit`` or ``maxBodyBytes``)."""
         limit = min(limit, self.conn.limits.max_body_bytes)
         parts: list[bytes] = []
-        size = 0
         if self._scanner is not None:
-            # decode as the chunks pass: a scanner of our own collects the payload
-            decoder = ChunkedScanner()
             while not self.body_done:
-                raw = await self.body_part()
-                before = len(parts)
-                decoder.feed(raw, parts)
-                size += sum(len(p) for p in parts[before:])
-                if size > limit:
+                await self.body_part(parts)  # the chunks' data, as the connection's scanner reads them
+                if self._payload > limit:
                     self.close_after = True
                     raise StatusError(413, f"mkpolicy sidecar: the request body exceeds {limit} bytes")
             return b"".join(parts)

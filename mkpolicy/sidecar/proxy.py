@@ -50,7 +50,7 @@ from mkpolicy.sidecar.kueueconfig import KueueInfo
 from mkpolicy.sidecar.listener import READ_TIMEOUT, Exchange
 from mkpolicy.sidecar.logs import fields, plain_error
 from mkpolicy.sidecar.metrics import Metrics
-from mkpolicy.sidecar.paths import Target, decode_target, target_of
+from mkpolicy.sidecar.paths import Target, target_of
 from mkpolicy.sidecar.policies import Entry, PolicySet
 from mkpolicy.sidecar.relay import ref, relay_error, respond_json
 from mkpolicy.sidecar.status import StatusError
@@ -171,7 +171,7 @@ class WorkerEndpoint:
     @staticmethod
     def target_of(head: RequestHead) -> Target | None:
         """The resource and verb a request addresses (None: discovery and other non-resource paths)."""
-        return target_of(head.method, head.decoded if head.decoded is not None else decode_target(head.target))
+        return target_of(head.method, head.decoded)
 
     def route(self, head: RequestHead, target: Target | None) -> Entry | None:
         """The policy that transforms a request (None: pass-through); StatusError when it is refused.

@@ -31,7 +31,7 @@ from urllib.parse import unquote, urlsplit
 
 from mkpolicy.kube.rest import RestConfig, TokenSource
 from mkpolicy.sidecar.config import Limits
-from mkpolicy.sidecar.conn import Connection
+from mkpolicy.sidecar.conn import Connection, expire
 from mkpolicy.sidecar.http1 import HOP_BY_HOP, IDENTITY_PREFIXES, MAX_HEAD, HttpError, ResponseHead, parse_response_head
 
 #: Seconds to connect (TCP and TLS handshake).
@@ -120,11 +120,6 @@ def _proxy(name: str, config: RestConfig, host: str, port: int) -> Proxy | None:
         authorization = "Basic " + base64.b64encode(secret.encode()).decode("ascii")
     target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     return Proxy(url.hostname, url.port or 80, target, authorization)
-
-
-def _expire(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_exception(TimeoutError())
 
 
 class UpstreamError(Exception):
@@ -302,7 +297,7 @@ class Upstream:
         while len(self.connections) + self._connecting >= self.limits.max_worker_connections:
             waiter = loop.create_future()
             self._waiting.append(waiter)
-            timer = loop.call_at(deadline, _expire, waiter)
+            timer = loop.call_at(deadline, expire, waiter)
             try:
                 await waiter
             except TimeoutError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mkpolicy.sidecar.http1 import (
+    LAST_CHUNK,
     ChunkedScanner,
     HttpError,
     chunk,
@@ -209,3 +210,49 @@ def test_incomplete_chunked_body() -> None:
         ChunkedScanner().feed(b"1" * 70_000)
     with pytest.raises(HttpError):  # whitespace in a chunk size
         dechunk(b"5 \r\nhello\r\n0\r\n\r\n")
+
+
+def test_a_chunked_request_body_read_whole() -> None:
+    """Decoded as its pieces arrive, the pipelined request after it left in the buffer, its size bounded."""
+    import asyncio
+
+    from mkpolicy.sidecar.config import Limits
+    from mkpolicy.sidecar.conn import Connection
+    from mkpolicy.sidecar.listener import Exchange
+    from mkpolicy.sidecar.status import StatusError
+
+    post = req("Transfer-Encoding: chunked", start="POST /api/v1/namespaces/x/configmaps HTTP/1.1")
+    pipelined = req()
+
+    async def read(body: bytes, limit: int, max_body_bytes: int = 1 << 20, piece: int = 7) -> tuple[bytes, bytes]:
+        conn = Connection()
+        conn.limits = Limits(max_body_bytes=max_body_bytes)  # type: ignore[attr-defined]
+        exchange = Exchange(conn, parse_request_head(post))  # type: ignore[arg-type]
+
+        async def arrive() -> None:
+            data = body + pipelined
+            for i in range(0, len(data), piece):
+                conn.data_received(data[i : i + piece])
+                await asyncio.sleep(0)
+
+        sender = asyncio.create_task(arrive())
+        try:
+            payload = await exchange.read_body(limit)
+        finally:
+            await sender
+        return payload, bytes(conn.buffer)
+
+    async def scenario() -> None:
+        for piece in (1, 7, 10_000):
+            assert await read(BODY, 100, piece=piece) == (b"Wikipedia in \r\n\r\nchunks.", pipelined), piece
+        body = chunk(b"x" * 1500) + chunk(b"y" * 1000) + LAST_CHUNK
+        assert await read(body, 2500, 2500, piece=1000) == (b"x" * 1500 + b"y" * 1000, pipelined)
+        for limit, max_body_bytes in ((2499, 1 << 20), (1 << 20, 2499)):
+            with pytest.raises(StatusError) as info:
+                await read(body, limit, max_body_bytes, piece=1000)
+            assert (info.value.code, info.value.message) == (
+                413,
+                "mkpolicy sidecar: the request body exceeds 2499 bytes",
+            )
+
+    asyncio.run(scenario())
