@@ -11,7 +11,16 @@ silences rules for itself with the annotation ``lint.mkpolicy.io/disable``, exce
 rules the engine itself enforces (:data:`ENFORCED`).
 """
 
-from mkpolicy.check.api import DISABLE_ANNOTATION, ENFORCED, Checked, check, check_paths, disabled_by, load_checked
+from mkpolicy.check.api import (
+    DISABLE_ANNOTATION,
+    ENFORCED,
+    Checked,
+    check,
+    check_loaded,
+    check_paths,
+    disabled_by,
+    load_checked,
+)
 from mkpolicy.check.findings import CheckError, Finding, FindingError, LintResult
 from mkpolicy.check.rules import RULES, Rule
 
@@ -26,6 +35,7 @@ __all__ = [
     "LintResult",
     "Rule",
     "check",
+    "check_loaded",
     "check_paths",
     "disabled_by",
     "load_checked",
