@@ -67,3 +67,23 @@ def test_help_imports_nothing_heavy() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out == "[]\n"
+
+
+def test_list_rules_imports_no_checker() -> None:
+    """``mkpolicy lint --list-rules`` reads the rule catalog only: importing a name from
+    ``mkpolicy.check`` does not load the checks, the engine or the CEL compiler."""
+    import subprocess
+    import sys
+
+    code = (
+        "import contextlib, io, sys\n"
+        "from mkpolicy.cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        "    assert main(['lint', '--list-rules']) == 0\n"
+        "assert 'MKP101' in out.getvalue()\n"
+        "heavy = ('pydantic', 'lark', 'ruamel', 'yaml', 'celpy', 'jsonschema', 'kubernetes', 'aiohttp')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy\n"
+        "      or m.startswith(('mkpolicy.engine', 'mkpolicy.policy', 'mkpolicy.cel', 'mkpolicy.check.'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out == "['mkpolicy.check.rules']\n"
