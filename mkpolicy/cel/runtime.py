@@ -398,6 +398,8 @@ def _list_position(container: list[Any], key: Any) -> int:
 
 
 def _map_key(key: Any) -> Any:
+    # Bool keys are looked up as maps store them, as BoolKey (mkpolicy.cel.values.map_key):
+    # Python's True == 1 cannot make a lookup of one find the other.
     t = type(key)
     if t is str or t is int or t is Uint:
         return key
@@ -420,16 +422,10 @@ def index(container: Any, key: Any) -> Any:
     if t is dict or (isinstance(container, Mapping) and t is not ObjectValue):
         k = _map_key(key)
         try:
-            return _strict_get(container, k)
+            return container[k]
         except KeyError:
             raise EvalError(f"no such key: {_show_key(key)}") from None
     raise EvalError(f"no such overload: _[_]({type_name(container)}, {type_name(key)})")
-
-
-def _strict_get(container: Mapping[Any, Any], key: Any) -> Any:
-    # Bool keys are stored as BoolKey (see mkpolicy.cel.values.map_key): Python's
-    # True == 1 cannot make a lookup of one find the other.
-    return container[key]
 
 
 def _show_key(key: Any) -> str:
@@ -453,7 +449,7 @@ def optional_index(container: Any, key: Any) -> OptionalValue:
     if isinstance(container, Mapping) and t is not ObjectValue:
         k = _map_key(key)
         try:
-            return OptionalValue(_strict_get(container, k))
+            return OptionalValue(container[k])
         except KeyError:
             return OPTIONAL_NONE
     raise EvalError(f"no such overload: _[?_]({type_name(container)}, {type_name(key)})")
@@ -487,7 +483,7 @@ def contains(container: Any, item: Any) -> bool:
         return any(cel_equal(item, x) for x in container)
     if isinstance(container, Mapping) and t is not ObjectValue:
         try:
-            _strict_get(container, _map_key(item))
+            container[_map_key(item)]
             return True
         except (KeyError, EvalError):
             return False

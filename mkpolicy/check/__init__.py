@@ -9,11 +9,45 @@ calls an error is therefore exactly what the tools and the sidecar refuse.
 Rules have stable IDs (:data:`RULES`), documented in ``docs/lint-rules.md``. A policy
 silences rules for itself with the annotation ``lint.mkpolicy.io/disable``, except the
 rules the engine itself enforces (:data:`ENFORCED`).
+
+Names are imported lazily: the rule catalog (``mkpolicy lint --list-rules``) and the report
+formats do not pay for the engine and the CEL compiler the checks import.
 """
 
-from mkpolicy.check.api import DISABLE_ANNOTATION, ENFORCED, Checked, check, check_paths, disabled_by, load_checked
-from mkpolicy.check.findings import CheckError, Finding, FindingError, LintResult
-from mkpolicy.check.rules import RULES, Rule
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mkpolicy.check.api import (
+        DISABLE_ANNOTATION,
+        ENFORCED,
+        Checked,
+        check,
+        check_loaded,
+        check_paths,
+        disabled_by,
+        load_checked,
+    )
+    from mkpolicy.check.findings import CheckError, Finding, FindingError, LintResult
+    from mkpolicy.check.rules import RULES, Rule
+
+_API = (
+    "DISABLE_ANNOTATION",
+    "ENFORCED",
+    "Checked",
+    "check",
+    "check_loaded",
+    "check_paths",
+    "disabled_by",
+    "load_checked",
+)
+_LAZY = {
+    **dict.fromkeys(_API, "mkpolicy.check.api"),
+    **dict.fromkeys(("CheckError", "Finding", "FindingError", "LintResult"), "mkpolicy.check.findings"),
+    **dict.fromkeys(("RULES", "Rule"), "mkpolicy.check.rules"),
+}
 
 __all__ = [
     "DISABLE_ANNOTATION",
@@ -26,7 +60,18 @@ __all__ = [
     "LintResult",
     "Rule",
     "check",
+    "check_loaded",
     "check_paths",
     "disabled_by",
     "load_checked",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'mkpolicy.check' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

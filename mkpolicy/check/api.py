@@ -53,10 +53,8 @@ def check(paths: Iterable[str], disable: Collection[str] = ()) -> Checked:
     findings = list(collected.findings)
     cache: SchemaCache = {}
     for policy in collected.policies:
-        silenced = disabled_by(policy) - ENFORCED
-        own, adapter = check_policy(policy, cache)
-        kept = [f for f in own if f.rule not in silenced]
-        result.suppressed += len(own) - len(kept)
+        kept, suppressed, adapter = check_loaded(policy, cache)
+        result.suppressed += suppressed
         findings.extend(kept)
         if adapter is not None and not any(f.severity == "error" for f in kept):
             checked.adapters.append(adapter)
@@ -64,6 +62,19 @@ def check(paths: Iterable[str], disable: Collection[str] = ()) -> Checked:
     result.suppressed += len(findings) - len(shown)
     result.findings = sorted(set(shown), key=_order)
     return checked
+
+
+def check_loaded(
+    policy: FrameworkPolicy, cache: SchemaCache | None = None
+) -> tuple[list[Finding], int, Adapter | None]:
+    """Check one policy already loaded (its document rules passed): the findings its
+    ``lint.mkpolicy.io/disable`` annotation leaves, in report order; how many the annotation
+    silenced; and the engine's adapter, None only when the engine refuses the policy (a
+    policy with error findings has one too: the caller decides whether to run it)."""
+    silenced = disabled_by(policy) - ENFORCED
+    own, adapter = check_policy(policy, cache)
+    kept = [f for f in own if f.rule not in silenced]
+    return sorted(set(kept), key=_order), len(own) - len(kept), adapter
 
 
 def load_checked(paths: Iterable[str]) -> list[Adapter]:

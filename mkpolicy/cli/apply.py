@@ -46,6 +46,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run one create or sync."""
+    from mkpolicy.check import check_loaded
     from mkpolicy.cli.common import (
         EXIT_FINDINGS,
         EXIT_OK,
@@ -82,13 +83,11 @@ def run(args: argparse.Namespace) -> int:
         )
         return EXIT_USAGE
     policy = matching[0]
-    if policy.file is not None:
-        from mkpolicy.check import check
-
-        # A dry run of a policy the sidecar would refuse must say so: same checker, same lines.
-        for finding in check([policy.file]).result.findings:
-            if finding.severity == "error" and finding.policy == policy.name:
-                print(f"{finding.report()} [the sidecar and 'mkpolicy validate' refuse this policy]", file=sys.stderr)
+    # A dry run of a policy the sidecar would refuse must say so: same checker, same lines.
+    findings, _, compiled = check_loaded(policy)
+    for finding in findings:
+        if finding.severity == "error":
+            print(f"{finding.report()} [the sidecar and 'mkpolicy validate' refuse this policy]", file=sys.stderr)
     name = str((obj.get("metadata") or {}).get("name", "object"))
     ctx = Context(
         workload_name=args.workload_name or f"{str(obj.get('kind', '')).lower()}-{name}",
@@ -100,7 +99,8 @@ def run(args: argparse.Namespace) -> int:
     ignored: list[MkpolicyError] = []
     result: dict[str, Any] | None
     try:
-        adapter = compile(policy)
+        # The checker's adapter; when the engine refused the policy, compile() raises its error.
+        adapter = compiled if compiled is not None else compile(policy)
         if args.phase == "create":
             result = adapter.create(obj, ctx, ignored)
             before, after = obj, result

@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
 
     from mkpolicy.cli.common import EXIT_OK, EXIT_USAGE, error
     from mkpolicy.errors import MkpolicyError
-    from mkpolicy.lint.scaffold import load_crd
+    from mkpolicy.lint.scaffold import crd_schema
     from mkpolicy.policy import parse_gvk
     from mkpolicy.structural import read_schema_document
     from mkpolicy.structural.trim import trim_crd, trim_schema
@@ -48,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         document = read_schema_document(args.crd)
         if isinstance(document, dict) and document.get("kind") == "CustomResourceDefinition":
-            trimmed = trim_crd(load_crd(args.crd, gvk)[0], gvk.version, args.crd)
+            crd_schema(document, gvk, args.crd)  # the framework's CRD, serving its version
+            trimmed = trim_crd(document, gvk.version, args.crd)
         else:
             trimmed = trim_schema(document)
         text = json.dumps(trimmed, separators=(",", ":")) + "\n"

@@ -46,6 +46,12 @@ def load_crd(path: str, gvk: GVK) -> tuple[dict[str, Any], Schema]:
         document = read_schema_document(path)
     except PolicyError as exc:
         raise InputError(exc.message, exc.location) from None
+    return document, crd_schema(document, gvk, path)
+
+
+def crd_schema(document: Any, gvk: GVK, path: str) -> Schema:
+    """The schema of the framework's version in ``document`` (read from ``path``), which
+    must be the CRD of the framework's kind and group."""
     if not isinstance(document, dict) or document.get("kind") != "CustomResourceDefinition":
         raise InputError("expected a CustomResourceDefinition", Location(path))
     spec = document.get("spec") or {}
@@ -55,10 +61,9 @@ def load_crd(path: str, gvk: GVK) -> tuple[dict[str, Any], Schema]:
             f"the CRD is for kind {kind!r} in group {group!r}; expected {gvk.kind!r} in {gvk.group!r}", Location(path)
         )
     try:
-        schema = Schema.from_document(document, gvk.version, path)
+        return Schema.from_document(document, gvk.version, path)
     except PolicyError as exc:
         raise InputError(exc.message, exc.location) from None
-    return document, schema
 
 
 def find_managed_by(schema: Schema | None) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 import shlex
 from pathlib import Path
@@ -52,18 +53,39 @@ def test_documented_github_actions_job() -> None:
     assert workflow["permissions"]["security-events"] == "write"
 
 
-def test_help_imports_nothing_heavy() -> None:
-    """``mkpolicy --help`` stays fast: building the parser imports no subcommand's work."""
+#: Third-party packages a cheap command must not import.
+HEAVY = ("pydantic", "lark", "ruamel", "yaml", "celpy", "jsonschema", "kubernetes", "aiohttp")
+
+
+def modules_loaded(code: str, prefixes: tuple[str, ...]) -> list[str]:
+    """The heavy packages' and ``prefixes``' modules a fresh interpreter has loaded after ``code``."""
     import subprocess
     import sys
 
-    code = (
-        "import sys\n"
-        "from mkpolicy.cli.main import build_parser\n"
-        "build_parser().format_help()\n"
-        "heavy = ('pydantic', 'lark', 'ruamel', 'yaml', 'celpy', 'jsonschema', 'kubernetes', 'aiohttp')\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy\n"
-        "      or m.startswith(('mkpolicy.engine', 'mkpolicy.lint', 'mkpolicy.policy', 'mkpolicy.cel'))))\n"
+    probe = (
+        f"{code}\nimport sys\n"
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r} or m.startswith({prefixes!r})))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out == "[]\n"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    loaded: list[str] = ast.literal_eval(out)
+    return loaded
+
+
+def test_help_imports_nothing_heavy() -> None:
+    """``mkpolicy --help`` stays fast: building the parser imports no subcommand's work."""
+    code = "from mkpolicy.cli.main import build_parser\nbuild_parser().format_help()"
+    assert modules_loaded(code, ("mkpolicy.engine", "mkpolicy.lint", "mkpolicy.policy", "mkpolicy.cel")) == []
+
+
+def test_list_rules_imports_no_checker() -> None:
+    """``mkpolicy lint --list-rules`` reads the rule catalog only: importing a name from
+    ``mkpolicy.check`` does not load the checks, the engine or the CEL compiler."""
+    code = (
+        "import contextlib, io\n"
+        "from mkpolicy.cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        "    assert main(['lint', '--list-rules']) == 0\n"
+        "assert 'MKP101' in out.getvalue()"
+    )
+    prefixes = ("mkpolicy.engine", "mkpolicy.policy", "mkpolicy.cel", "mkpolicy.check.")
+    assert modules_loaded(code, prefixes) == ["mkpolicy.check.rules"]

@@ -27,7 +27,7 @@ class Compiled:
     expression: PolicyExpression
     #: Compiled by the engine, type check included (so it has no engine-level type error).
     engine_checked: bool = True
-    #: The type check with objects typed by the schema (see :meth:`PolicyContext.typed`).
+    #: The type check with objects typed by the schema (see :meth:`PolicyContext.types`).
     typed: CheckResult | None = None
 
     @property

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from mkpolicy.cel import PER_CALL_LIMIT, CelTypeError, estimate_cost, typecheck
+from mkpolicy.cel import PER_CALL_LIMIT, CelTypeError, typecheck
 from mkpolicy.cel.ast import Select
-from mkpolicy.cel.cost import UNBOUNDED
+from mkpolicy.cel.cost import UNBOUNDED, Estimator
 from mkpolicy.check.celpaths import accesses
 from mkpolicy.check.checks.context import SCHEMA_VARIABLES, Compiled, PolicyContext
 from mkpolicy.engine.expressions import compile_type_errors
@@ -21,7 +21,8 @@ def check_types(ctx: PolicyContext) -> None:
 
     The expression is checked up to three times: as the engine compiles it (only when the
     engine refused the policy: otherwise it passed), with the schema's types and literals
-    joining to ``dyn``, and with the schema's types and homogeneous literals.
+    joining to ``dyn``, and with the schema's types and homogeneous literals (only with a
+    schema: without one, that is the engine's check again).
     """
     schemas = ctx.schemas
     for compiled in ctx.compiled:
@@ -29,7 +30,7 @@ def check_types(ctx: PolicyContext) -> None:
         program = compiled.expression.program
         engine = [] if compiled.engine_checked else compile_type_errors(program)
         loose = ctx.types(compiled).errors
-        strict = typecheck(program, schemas)
+        strict = typecheck(program, schemas) if ctx.schema is not None else engine
         refused = {(e.offset or 0, e.message) for e in engine}
         hard = {(e.offset or 0, e.message) for e in loose}
         for error in sorted({(e.offset or 0, e.message): e for e in [*strict, *loose, *engine]}.values(), key=_order):
@@ -45,10 +46,10 @@ def _order(error: CelTypeError) -> tuple[int, str]:
 def check_cost(ctx: PolicyContext) -> None:
     """MKP205: a worst-case static cost above Kubernetes' per-call limit, or one the
     estimator cannot bound at all (it saturates: the most expensive expressions)."""
-    schemas = ctx.schemas
     for compiled in ctx.compiled:
         site = compiled.site
-        cost = estimate_cost(compiled.expression.program, schemas)
+        # estimate_cost() would type-check again: the estimator reads the shared check.
+        cost = Estimator(ctx.types(compiled)).cost(compiled.ast)
         if cost <= PER_CALL_LIMIT:
             continue
         bound = "the schema's maxItems/maxProperties/maxLength" if ctx.schema else "a schema with size limits"

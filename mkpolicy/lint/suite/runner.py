@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from mkpolicy.check import CheckError, FindingError, check
+from mkpolicy.check import CheckError, FindingError, check_loaded
 from mkpolicy.engine import Adapter, Context, refused_fields
 from mkpolicy.engine.admission import REFUSER
 from mkpolicy.errors import InputError, Location, MkpolicyError, NotManagedError, PolicyError
@@ -136,7 +136,7 @@ def run_suite(doc: Document, name_filter: str | None = None) -> SuiteResult:
             policy_ref if os.path.isabs(policy_ref) else os.path.join(base, policy_ref)
         )
         policy = _select_policy(result.policy_file, suite, doc)
-        adapter = _checked_adapter(result.policy_file, policy)
+        adapter = _checked_adapter(policy)
     except MkpolicyError as exc:
         result.error = exc
         result.duration = time.perf_counter() - start
@@ -149,15 +149,16 @@ def run_suite(doc: Document, name_filter: str | None = None) -> SuiteResult:
     return result
 
 
-def _checked_adapter(path: str, policy: FrameworkPolicy) -> Adapter:
+def _checked_adapter(policy: FrameworkPolicy) -> Adapter:
     """The policy compiled through the checker: a policy the sidecar would refuse (an
     error-severity lint rule fires) fails its suite with lint's lines, instead of passing
     tests of something that never runs."""
-    run = check([path])
-    errors = [FindingError(f) for f in run.result.findings if f.severity == "error" and f.policy == policy.name]
+    findings, _, adapter = check_loaded(policy)
+    errors = [FindingError(f) for f in findings if f.severity == "error"]
     if errors:
         raise CheckError(errors)
-    return next(a for a in run.adapters if a.name == policy.name)
+    assert adapter is not None  # the engine refuses no policy without an error finding
+    return adapter
 
 
 def _select_policy(path: str, suite: SuiteDocument, doc: Document) -> FrameworkPolicy:
