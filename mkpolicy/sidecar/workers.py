@@ -153,7 +153,9 @@ class WorkerLink:
         """Read the kubeconfig once (at start); problems make the worker refused, never raise."""
         source = self.worker.kubeconfig
         if source.file is not None:
-            self.take(*_read_file(source.file, self._refuse))
+            raw, base = _read_file(source.file, self._refuse)
+            if raw is not None:  # (unreadable: refused with the reason already)
+                self.take(raw, base)
             return
         assert source.secret is not None
         if client is None:

@@ -206,3 +206,36 @@ def test_refused_worker_kubeconfig_is_isolated_and_a_rotation_fixes_it(tmp_path:
                 assert metric(sidecar, "mkpolicy_sidecar_worker_up", cluster="worker1") == 1
 
         asyncio.run(scenario())
+
+
+def test_an_unreadable_kubeconfig_file_is_refused_with_the_reason(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker's kubeconfig file that cannot be read: refused with the system's reason (once, not
+    overwritten by a vaguer one); a readable one is taken up at the next read."""
+    import logging
+
+    from mkpolicy.kube.certs import make_ca
+    from mkpolicy.kube.kubeconfig import dump_kubeconfig, make_kubeconfig
+    from mkpolicy.sidecar.metrics import Metrics
+    from mkpolicy.sidecar.workers import WorkerLink
+
+    path = tmp_path / "w1.kubeconfig"
+    link = WorkerLink(
+        Worker.model_validate({"name": "w1", "kubeconfig": {"file": str(path)}}), "kueue-system", frozenset, Metrics()
+    )
+
+    async def scenario() -> None:
+        try:
+            with caplog.at_level(logging.ERROR, "mkpolicy.sidecar.workers"):
+                await link.load(None)
+            assert link.problem == f"cannot read {path}: No such file or directory"
+            assert [r.getMessage() for r in caplog.records] == ["worker refused"]
+            assert link.readiness() == f"warn worker w1: refused: cannot read {path}: No such file or directory"
+            path.write_text(dump_kubeconfig(make_kubeconfig("https://10.0.0.1:6443", make_ca("ca").cert_pem, "t")))
+            await link.load(None)
+            assert link.problem is None and link.upstream.config.token == "t"
+        finally:
+            await link.stop()
+
+    asyncio.run(scenario())
