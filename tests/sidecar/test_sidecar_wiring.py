@@ -176,9 +176,12 @@ def test_refused_worker_kubeconfig_is_isolated_and_a_rotation_fixes_it(tmp_path:
             ]
         )
 
+        reads = env.manager.faults.delay(0, verb="get", resource="secrets", name="w1-real", times=None)
+
         async def scenario() -> None:
             async with running(config, policy_dir(tmp_path, POLICIES / "tekton-pipelinerun.yaml")) as sidecar:
                 assert isinstance(sidecar, Sidecar)
+                assert reads.hits == 1  # read once at start: its watch starts from that read's resourceVersion
                 ready, checks = sidecar.readiness()
                 assert ready, checks  # one refused worker: the others keep serving
                 assert any(
@@ -193,11 +196,14 @@ def test_refused_worker_kubeconfig_is_isolated_and_a_rotation_fixes_it(tmp_path:
                     assert info.value.status == 503 and "insecure-skip-tls-verify" in info.value.message
                     assert info.value.body.get("kind") == "Status"
                     assert (await w2.get("/api/v1/namespaces"))["kind"] == "NamespaceList"
-                    # the Secret is rotated to a good kubeconfig: taken up, no restart
+                    # the Secret is rotated to a good kubeconfig (while its watch is re-opened: it
+                    # resumes from the last resourceVersion seen): taken up, no restart, no read
+                    env.manager.faults.end_watches(resource="secrets")
                     secret = env.manager.get("v1", "Secret", "w1-real", "kueue-system")
                     secret["data"] = secret_data(good)
                     env.manager.update(secret)
                     await eventually(lambda: sidecar.worker_problem("worker1") is None)
+                    assert reads.hits == 1
                     assert (await w1.get("/api/v1/namespaces"))["kind"] == "NamespaceList"
                 assert (
                     metric(sidecar, "mkpolicy_sidecar_worker_kubeconfig_reloads_total", cluster="worker1", result="ok")
