@@ -29,7 +29,6 @@ that a job Kueue keeps retrying says why.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import time
@@ -467,7 +466,7 @@ class WorkerEndpoint:
             if manager is None:
                 manager = await self._manager(entry, meta.get("namespace"), str(meta.get("name") or ""))
             obj, outcome, seconds = await self.hub.offload(
-                entry.adapter, measure, _SYNC, entry.adapter, doc, manager, self.cluster, self.hub.origin
+                entry.adapter, measure, rewrite_status, entry.adapter, doc, manager, self.cluster, self.hub.origin
             )
             doc = self._synced(entry, doc, manager, obj, outcome, seconds)
         respond_json(exchange, resp, doc)
@@ -486,28 +485,29 @@ class WorkerEndpoint:
         if manager is None:
             return False, None
         obj, outcome, seconds = self.hub.run_here(
-            adapter, measure, _SYNC, adapter, doc, manager, self.cluster, self.hub.origin
+            adapter, measure, rewrite_status, adapter, doc, manager, self.cluster, self.hub.origin
         )
         return True, self._synced(entry, doc, manager, obj, outcome, seconds)
 
     def _synced(
-        self, entry: Entry, doc: dict[str, Any], manager: Any, obj: Any, outcome: Outcome, seconds: float
+        self, entry: Entry, doc: dict[str, Any], manager: Any, obj: dict[str, Any], outcome: Outcome, seconds: float
     ) -> dict[str, Any]:
-        """The object rewritten by the policy's sync, counted; a failed sync said on the job.
+        """The object rewritten by the policy's sync (:func:`rewrite_status`, which never raises),
+        counted; a failed sync said on the job.
 
         A sync patch that fails (``failurePolicy: Fail``) leaves the status out of the answer:
         Kueue copies nothing, so nothing is written, and the read itself succeeds. Failing it
         instead would stop Kueue for good: it finishes a workload only after a successful
         ``SyncJob`` (workload.go, "Finish the local workload when the remote workload is finished").
         """
-        result = self._result(entry, "sync", obj, outcome, seconds)
+        self._count(entry, "sync", outcome, seconds)
         if outcome.result == "error":
             meta = doc.get("metadata") or {}
             ctx = context_of(doc, self.cluster)
             where = self._ref(entry, manager, meta.get("namespace"), meta.get("name"), ctx.workload_name if ctx else "")
             message = f"the status from {self.cluster} is not written: {outcome.error or 'the sync failed'}"
             self._refused(entry.name, "SyncFailed", where, message)
-        return result
+        return obj
 
     # -- manager objects and transforms ------------------------------------------------------------
     async def _manager(self, entry: Entry, namespace: str | None, name: str) -> dict[str, Any] | None:
@@ -603,14 +603,6 @@ class WorkerEndpoint:
                     ),
                 )
 
-    def _result(self, entry: Entry, phase: str, obj: Any, outcome: Outcome, seconds: float) -> dict[str, Any]:
-        """A transform's object, counted; its StatusError raised."""
-        self._count(entry, phase, outcome, seconds)
-        if isinstance(obj, StatusError):
-            raise obj
-        result: dict[str, Any] = obj
-        return result
-
     def _count(self, entry: Entry, phase: str, outcome: Outcome, seconds: float) -> None:
         """Count a transform and its duration."""
         m = self.hub.metrics
@@ -633,10 +625,6 @@ class WorkerEndpoint:
                     "patch skipped (failurePolicy Ignore)",
                     extra=fields(cluster=self.cluster, policy=entry.name, error=exc.report()),
                 )
-
-
-#: The policy's sync as the wire runs it: a failing patch leaves the status out (see ``_synced``).
-_SYNC = functools.partial(rewrite_status, strict=False)
 
 
 def _json_type(value: Any) -> str:
