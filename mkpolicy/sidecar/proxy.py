@@ -96,19 +96,17 @@ class Hub(Protocol):
     async def manager_object(self, entry: Entry, namespace: str | None, name: str) -> dict[str, Any] | None:
         """The manager's object (cache or direct read); None when absent, ApiError/OSError when unreadable."""
 
-    def cached_manager_object(
-        self, entry: Entry, namespace: str | None, name: str, *, count: bool = True
-    ) -> dict[str, Any] | None:
+    def cached_manager_object(self, entry: Entry, namespace: str | None, name: str) -> dict[str, Any] | None:
         """The manager's object if the watch cache has it (never waits; do not modify it); counts a hit."""
 
-    def inline(self, key: object, items: int = 1) -> bool:
-        """Whether policy work on ``items`` objects for the adapter ``key`` runs on the event loop now."""
+    def inline(self, key: object) -> bool:
+        """Whether policy work for the adapter ``key`` runs on the event loop now."""
 
-    def run_here(self, key: object, fn: Callable[..., T], *args: Any, items: int = 1) -> T:
+    def run_here(self, key: object, fn: Callable[..., T], *args: Any) -> T:
         """Run policy work on the event loop (when :meth:`inline` says so)."""
 
-    async def offload(self, key: object, fn: Callable[..., T], *args: Any, items: int = 1) -> T:
-        """Run policy work on ``items`` objects for the adapter ``key`` (off the event loop unless proven fast)."""
+    async def offload(self, key: object, fn: Callable[..., T], *args: Any) -> T:
+        """Run policy work for the adapter ``key`` (off the event loop unless proven fast)."""
 
 
 def wants_object(head: RequestHead) -> bool:
