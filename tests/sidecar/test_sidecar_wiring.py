@@ -16,8 +16,8 @@ from mkpolicy.sidecar.wiring import (
     ORIGINAL_KEY,
     WIRED_ANNOTATION,
     multikueue_secret,
-    real_kubeconfig,
     secret_path,
+    split_secret,
     unwire,
     wire,
 )
@@ -53,7 +53,7 @@ def test_wire_unwire_round_trips(tmp_path: Path) -> None:
                 assert base64.b64decode(secret["data"]["kubeconfig"]).decode() == WIRED
                 assert base64.b64decode(secret["data"][ORIGINAL_KEY]) == original
                 assert secret["metadata"]["annotations"][WIRED_ANNOTATION] == "updated"
-                assert real_kubeconfig(secret, "kubeconfig") == original  # the sidecar reads the real one
+                assert split_secret(secret, "kubeconfig") == (original, True)  # the sidecar reads the real one
                 assert await wire(c, "kueue-system", "w1-secret", WIRED, "https://127.0.0.1:7443") == "unchanged"
                 # wiring again with another kubeconfig (new tokens) keeps the original
                 assert (
@@ -70,7 +70,7 @@ def test_wire_unwire_round_trips(tmp_path: Path) -> None:
                 # a Secret wiring created is deleted again
                 assert await wire(c, "kueue-system", "new-secret", WIRED, "https://127.0.0.1:7444") == "created"
                 created = await c.get(secret_path("kueue-system", "new-secret"))
-                assert real_kubeconfig(created, "kubeconfig") is None  # no real kubeconfig behind it
+                assert split_secret(created, "kubeconfig") == (None, True)  # no real kubeconfig behind it
                 assert await unwire(c, "kueue-system", "new-secret") == "deleted"
                 assert await unwire(c, "kueue-system", "new-secret") == "absent"
 
