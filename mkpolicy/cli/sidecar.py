@@ -165,7 +165,7 @@ async def check(config: SidecarConfig, adapters: list[Adapter]) -> int:
     from mkpolicy.sidecar.kueueconfig import (
         Finding,
         KueueInfo,
-        parse_version,
+        configured,
         policy_findings,
         port_findings,
         read_kueue,
@@ -180,9 +180,7 @@ async def check(config: SidecarConfig, adapters: list[Adapter]) -> int:
         manager = KubeClient(manager_rest_config(config), user_agent="mkpolicy-sidecar-check", timeout=10)
         kueue = await read_kueue(manager, config)
     except MkpolicyError as exc:  # no manager connection (not in a pod, no kubeconfig)
-        kueue = KueueInfo(unread=[f"no manager connection: {exc.message}"])
-        if config.kueue.version is not None:
-            kueue.version = parse_version(config.kueue.version)
+        kueue = configured(KueueInfo(unread=[f"no manager connection: {exc.message}"]), config)
     failed = False
     try:
         metrics = Metrics()

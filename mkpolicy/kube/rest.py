@@ -126,6 +126,13 @@ class TokenSource:
         self._token: str | None = config.token
         self._checked = 0.0
         self._mtime = 0.0
+        # Basic auth from user info in the server URL, which Go's HTTP client sends when nothing
+        # else authenticates (worked out once: it is asked for at every request to a worker).
+        parts = urlsplit(config.server)
+        self._basic: str | None = None
+        if parts.username is not None:
+            pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+            self._basic = "Basic " + base64.b64encode(pair.encode()).decode("ascii")
 
     def token(self) -> str | None:
         """The current token (None when the config authenticates otherwise)."""
@@ -150,13 +157,7 @@ class TokenSource:
         """The ``Authorization`` value: the bearer token, else basic auth from user info in the
         server URL (Go's HTTP client sends that when nothing else authenticates), else None."""
         token = self.token()
-        if token:
-            return f"Bearer {token}"
-        parts = urlsplit(self._config.server)
-        if parts.username is None:
-            return None
-        pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
-        return "Basic " + base64.b64encode(pair.encode()).decode("ascii")
+        return f"Bearer {token}" if token else self._basic
 
     def headers(self) -> dict[str, str]:
         """The ``Authorization`` header (empty when nothing authenticates)."""

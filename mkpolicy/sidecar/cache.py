@@ -95,9 +95,9 @@ class ManagerCache:
             self._parsed.popitem(last=False)
         return obj
 
-    def count_hit(self, hits: int = 1) -> None:
-        """Count reads served by the cache."""
-        self._hits.inc(hits)
+    def count_hit(self) -> None:
+        """Count a read served by the cache."""
+        self._hits.inc()
 
     # -- keeping current ---------------------------------------------------------------------
     def start(self) -> None:

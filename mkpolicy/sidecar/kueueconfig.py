@@ -273,8 +273,7 @@ def parse_deployment(deployment: Mapping[str, Any], info: KueueInfo) -> None:
 async def read_kueue(client: KubeClient, config: SidecarConfig) -> KueueInfo:
     """What the manager cluster says about Kueue; what cannot be read is listed in ``unread``.
 
-    ``kueue.version`` and ``kueue.workloadIdentifierAnnotations`` of the sidecar's
-    configuration stand in for what cannot be read.
+    The sidecar's configuration stands in for what cannot be read (:func:`configured`).
     """
     info = KueueInfo()
     ns, cfg = config.manager.namespace, config.kueue
@@ -296,6 +295,13 @@ async def read_kueue(client: KubeClient, config: SidecarConfig) -> KueueInfo:
         parse_deployment(deployment, info)
     except (ApiError, aiohttp.ClientError, OSError, TimeoutError) as exc:
         info.unread.append(f"cannot read {where}: {plain_error(exc)}")
+    return configured(info, config)
+
+
+def configured(info: KueueInfo, config: SidecarConfig) -> KueueInfo:
+    """``info`` with the sidecar configuration's ``kueue.version`` and
+    ``kueue.workloadIdentifierAnnotations`` standing in for what Kueue's own objects did not say."""
+    cfg = config.kueue
     if info.version is None and cfg.version is not None:
         info.version = parse_version(cfg.version)
     gate = "WorkloadIdentifierAnnotations"
@@ -397,6 +403,7 @@ __all__ = [
     "NATIVE_ADAPTERS",
     "Finding",
     "KueueInfo",
+    "configured",
     "parse_configuration",
     "parse_deployment",
     "policy_findings",

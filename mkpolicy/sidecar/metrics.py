@@ -141,7 +141,7 @@ class Metrics:
         )
         self.worker_up = Gauge(
             "mkpolicy_sidecar_worker_up",
-            "1 when the worker's kubeconfig is accepted and its API server answered the last probe.",
+            "1 when the worker's kubeconfig is accepted (its endpoint serves), 0 when it is refused.",
             ["cluster"],
             registry=r,
         )

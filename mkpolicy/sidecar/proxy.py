@@ -29,7 +29,6 @@ that a job Kueue keeps retrying says why.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import time
@@ -67,6 +66,11 @@ MAX_BODY = 16 * 1024 * 1024
 _WRITES = frozenset({"create", "update", "patch"})
 
 
+class Refusal(StatusError):
+    """A refusal already counted, logged and recorded as an Event (:meth:`WorkerEndpoint._refusal`):
+    answered without being logged again."""
+
+
 class Hub(Protocol):
     """What a worker endpoint needs from the sidecar."""
 
@@ -92,19 +96,17 @@ class Hub(Protocol):
     async def manager_object(self, entry: Entry, namespace: str | None, name: str) -> dict[str, Any] | None:
         """The manager's object (cache or direct read); None when absent, ApiError/OSError when unreadable."""
 
-    def cached_manager_object(
-        self, entry: Entry, namespace: str | None, name: str, *, count: bool = True
-    ) -> dict[str, Any] | None:
+    def cached_manager_object(self, entry: Entry, namespace: str | None, name: str) -> dict[str, Any] | None:
         """The manager's object if the watch cache has it (never waits; do not modify it); counts a hit."""
 
-    def inline(self, key: object, items: int = 1) -> bool:
-        """Whether policy work on ``items`` objects for the adapter ``key`` runs on the event loop now."""
+    def inline(self, key: object) -> bool:
+        """Whether policy work for the adapter ``key`` runs on the event loop now."""
 
-    def run_here(self, key: object, fn: Callable[..., T], *args: Any, items: int = 1) -> T:
+    def run_here(self, key: object, fn: Callable[..., T], *args: Any) -> T:
         """Run policy work on the event loop (when :meth:`inline` says so)."""
 
-    async def offload(self, key: object, fn: Callable[..., T], *args: Any, items: int = 1) -> T:
-        """Run policy work on ``items`` objects for the adapter ``key`` (off the event loop unless proven fast)."""
+    async def offload(self, key: object, fn: Callable[..., T], *args: Any) -> T:
+        """Run policy work for the adapter ``key`` (off the event loop unless proven fast)."""
 
 
 def wants_object(head: RequestHead) -> bool:
@@ -232,8 +234,8 @@ class WorkerEndpoint:
         )
 
     def refuse(self, exchange: Exchange, exc: StatusError, policy: str, verb: str, path: str) -> None:
-        """Answer a refusal (a Kubernetes ``Status``), logging server-side ones."""
-        if exc.code >= 500 or exc.code == 403:
+        """Answer a refusal (a Kubernetes ``Status``), logging server-side ones (once)."""
+        if (exc.code >= 500 or exc.code == 403) and not isinstance(exc, Refusal):
             log.warning(
                 "request refused",
                 extra=fields(
@@ -306,23 +308,20 @@ class WorkerEndpoint:
                 "Kueue's multiKueue.externalFrameworks entry and the policy's framework name the same version "
                 "(mkpolicy sidecar --check reports it)"
             )
-            self._refused(entry.name, "VersionMismatch", self._ref(entry, manager, namespace, name, workload), message)
-            raise StatusError(403, f"mkpolicy sidecar: {message}")
+            where = self._ref(entry, manager, namespace, name, workload)
+            raise self._refusal(entry.name, "VersionMismatch", where, message, 403)
         if body.get("apiVersion") != gvk.api_version or body.get("kind") != gvk.kind:
             message = (
                 f"expected apiVersion {gvk.api_version!r} and kind {gvk.kind!r}; "
                 f"found {body.get('apiVersion')!r}, {body.get('kind')!r}"
             )
-            self._refused(entry.name, "BadRequest", None, message)
-            raise StatusError(400, f"mkpolicy sidecar: {message}")
+            raise self._refusal(entry.name, "BadRequest", None, message, 400)
         if not isinstance(name, str) or not name:
             message = f"{gvk.kind} objects need metadata.name (generateName is not supported)"
-            self._refused(entry.name, "BadRequest", None, message)
-            raise StatusError(400, f"mkpolicy sidecar: {message}")
+            raise self._refusal(entry.name, "BadRequest", None, message, 400)
         if entry.info.namespaced and meta.get("namespace") not in (None, namespace):
             message = f"metadata.namespace {meta.get('namespace')!r} differs from the path's {namespace!r}"
-            self._refused(entry.name, "BadRequest", None, message)
-            raise StatusError(400, f"mkpolicy sidecar: {message}")
+            raise self._refusal(entry.name, "BadRequest", None, message, 400)
         self._check_identifier(entry, body, workload)
         manager = await self._manager(entry, namespace, name)
         if manager is None:
@@ -330,14 +329,9 @@ class WorkerEndpoint:
                 f"the manager cluster has no {gvk.kind} {ref(namespace, name)}; policy {entry.name} builds "
                 f"the copy for {self.cluster} from it"
             )
-            self._refused(
-                entry.name, "ManagerObjectMissing", self._ref(entry, None, namespace, name, workload), message
-            )
-            raise StatusError(
-                404,
-                f"mkpolicy sidecar: {message}",
-                details={"name": name, "group": gvk.group, "kind": entry.info.resource},
-            )
+            where = self._ref(entry, None, namespace, name, workload)
+            details = {"name": name, "group": gvk.group, "kind": entry.info.resource}
+            raise self._refusal(entry.name, "ManagerObjectMissing", where, message, 404, details=details)
         obj, outcome, seconds = await self.hub.offload(
             entry.adapter, measure, worker_copy, entry.adapter, manager, body, self.cluster
         )
@@ -345,13 +339,13 @@ class WorkerEndpoint:
             self._count(entry, "create", outcome, seconds)
             why = {403: "NotManaged", 400: "BadRequest"}.get(obj.code, "CreationFailed")
             self._refused(entry.name, why, self._ref(entry, manager, namespace, name, workload), obj.message)
-            raise obj
+            raise Refusal(obj.code, obj.message, obj.reason, obj.details)
         try:
             data = dumps_kube(obj)
         except ValueError as exc:  # NaN or an infinity from the policy's arithmetic
             message = f"the worker copy cannot be written as JSON: {exc}"
-            self._refused(entry.name, "CreationFailed", self._ref(entry, manager, namespace, name, workload), message)
-            raise StatusError(500, f"mkpolicy sidecar: {message}") from None
+            where = self._ref(entry, manager, namespace, name, workload)
+            raise self._refusal(entry.name, "CreationFailed", where, message, 500) from None
         out = self.upstream.head(
             "POST",
             head.target,
@@ -396,8 +390,9 @@ class WorkerEndpoint:
             )
             workload = ctx.workload_name if ctx is not None else ""
             ref_ = _workload_ref(self.hub.kueue, target.namespace or "", workload) if workload else None
-            self._refused(policy, "PolicyPending", ref_, message)
-            raise StatusError(503, f"mkpolicy sidecar: {message}", details={"name": str(meta.get("name") or "")})
+            raise self._refusal(
+                policy, "PolicyPending", ref_, message, 503, details={"name": str(meta.get("name") or "")}
+            )
         extra = [("Content-Length", str(len(raw)))]
         if "content-type" in head.fields:
             extra.append(("Content-Type", head.fields["content-type"]))
@@ -469,7 +464,7 @@ class WorkerEndpoint:
             if manager is None:
                 manager = await self._manager(entry, meta.get("namespace"), str(meta.get("name") or ""))
             obj, outcome, seconds = await self.hub.offload(
-                entry.adapter, measure, _SYNC, entry.adapter, doc, manager, self.cluster, self.hub.origin
+                entry.adapter, measure, rewrite_status, entry.adapter, doc, manager, self.cluster, self.hub.origin
             )
             doc = self._synced(entry, doc, manager, obj, outcome, seconds)
         respond_json(exchange, resp, doc)
@@ -488,28 +483,29 @@ class WorkerEndpoint:
         if manager is None:
             return False, None
         obj, outcome, seconds = self.hub.run_here(
-            adapter, measure, _SYNC, adapter, doc, manager, self.cluster, self.hub.origin
+            adapter, measure, rewrite_status, adapter, doc, manager, self.cluster, self.hub.origin
         )
         return True, self._synced(entry, doc, manager, obj, outcome, seconds)
 
     def _synced(
-        self, entry: Entry, doc: dict[str, Any], manager: Any, obj: Any, outcome: Outcome, seconds: float
+        self, entry: Entry, doc: dict[str, Any], manager: Any, obj: dict[str, Any], outcome: Outcome, seconds: float
     ) -> dict[str, Any]:
-        """The object rewritten by the policy's sync, counted; a failed sync said on the job.
+        """The object rewritten by the policy's sync (:func:`rewrite_status`, which never raises),
+        counted; a failed sync said on the job.
 
         A sync patch that fails (``failurePolicy: Fail``) leaves the status out of the answer:
         Kueue copies nothing, so nothing is written, and the read itself succeeds. Failing it
         instead would stop Kueue for good: it finishes a workload only after a successful
         ``SyncJob`` (workload.go, "Finish the local workload when the remote workload is finished").
         """
-        result = self._result(entry, "sync", obj, outcome, seconds)
+        self._count(entry, "sync", outcome, seconds)
         if outcome.result == "error":
             meta = doc.get("metadata") or {}
             ctx = context_of(doc, self.cluster)
             where = self._ref(entry, manager, meta.get("namespace"), meta.get("name"), ctx.workload_name if ctx else "")
             message = f"the status from {self.cluster} is not written: {outcome.error or 'the sync failed'}"
             self._refused(entry.name, "SyncFailed", where, message)
-        return result
+        return obj
 
     # -- manager objects and transforms ------------------------------------------------------------
     async def _manager(self, entry: Entry, namespace: str | None, name: str) -> dict[str, Any] | None:
@@ -565,6 +561,21 @@ class WorkerEndpoint:
         if about is not None:
             self.hub.events.record(about, "Warning", reason, f"mkpolicy: {message}")
 
+    def _refusal(
+        self,
+        policy: str,
+        reason: str,
+        about: ObjectRef | None,
+        message: str,
+        code: int,
+        *,
+        status_reason: str | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> Refusal:
+        """:meth:`_refused`, and the Status that answers it (to raise)."""
+        self._refused(policy, reason, about, message)
+        return Refusal(code, f"mkpolicy sidecar: {message}", status_reason, details)
+
     def _check_identifier(self, entry: Entry, body: dict[str, Any], workload: str) -> None:
         """Kueue writes the workload name where its version says; a label longer than 63 characters
         (Kueue before 0.18.5/0.19.1 with WorkloadIdentifierAnnotations off) can never be created."""
@@ -575,8 +586,7 @@ class WorkerEndpoint:
                 f"it as the label {PREBUILT_WORKLOAD_KEY} (WorkloadIdentifierAnnotations off, before Kueue 0.18.5 "
                 "and 0.19.1): no worker accepts such a label; turn the gate on or upgrade Kueue"
             )
-            self._refused(entry.name, "CreationFailed", None, message)
-            raise StatusError(422, f"mkpolicy sidecar: {message}", reason="Invalid")
+            raise self._refusal(entry.name, "CreationFailed", None, message, 422, status_reason="Invalid")
         kueue = self.hub.kueue
         expected = kueue.identifier() if kueue is not None else None
         found = "label" if isinstance(labels, dict) and PREBUILT_WORKLOAD_KEY in labels else "annotation"
@@ -590,14 +600,6 @@ class WorkerEndpoint:
                         cluster=self.cluster, policy=entry.name, found=found, expected=expected, kueue=kueue.describe()
                     ),
                 )
-
-    def _result(self, entry: Entry, phase: str, obj: Any, outcome: Outcome, seconds: float) -> dict[str, Any]:
-        """A transform's object, counted; its StatusError raised."""
-        self._count(entry, phase, outcome, seconds)
-        if isinstance(obj, StatusError):
-            raise obj
-        result: dict[str, Any] = obj
-        return result
 
     def _count(self, entry: Entry, phase: str, outcome: Outcome, seconds: float) -> None:
         """Count a transform and its duration."""
@@ -623,10 +625,6 @@ class WorkerEndpoint:
                 )
 
 
-#: The policy's sync as the wire runs it: a failing patch leaves the status out (see ``_synced``).
-_SYNC = functools.partial(rewrite_status, strict=False)
-
-
 def _json_type(value: Any) -> str:
     return {list: "array", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(value), "null")
 
@@ -648,4 +646,4 @@ def _workload_ref(kueue: KueueInfo | None, namespace: str, name: str) -> ObjectR
     return ObjectRef(f"kueue.x-k8s.io/{version}", "Workload", namespace, name)
 
 
-__all__ = ["Hub", "WorkerEndpoint", "wants_object"]
+__all__ = ["Hub", "Refusal", "WorkerEndpoint", "wants_object"]

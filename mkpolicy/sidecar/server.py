@@ -98,30 +98,26 @@ class Sidecar:
         self.metrics.cache_reads.labels(entry.name, "direct" if obj is not None else "absent").inc()
         return obj
 
-    async def offload(self, key: object, fn: Callable[..., T], *args: Any, items: int = 1) -> T:
-        """Run policy work ``fn(*args)`` on ``items`` objects for the adapter ``key`` (inline when proven fast)."""
-        return await self._evaluator.run(key, fn, *args, items=items)
+    async def offload(self, key: object, fn: Callable[..., T], *args: Any) -> T:
+        """Run policy work ``fn(*args)`` for the adapter ``key`` (inline when proven fast)."""
+        return await self._evaluator.run(key, fn, *args)
 
-    def inline(self, key: object, items: int = 1) -> bool:
-        """Whether policy work on ``items`` objects for the adapter ``key`` runs on the event loop now."""
-        return self._evaluator.inline(key, items)
+    def inline(self, key: object) -> bool:
+        """Whether policy work for the adapter ``key`` runs on the event loop now."""
+        return self._evaluator.inline(key)
 
-    def run_here(self, key: object, fn: Callable[..., T], *args: Any, items: int = 1) -> T:
+    def run_here(self, key: object, fn: Callable[..., T], *args: Any) -> T:
         """Run policy work ``fn(*args)`` on the event loop (when :meth:`inline` says so)."""
-        return self._evaluator.run_here(key, fn, *args, items=items)
+        return self._evaluator.run_here(key, fn, *args)
 
-    def cached_manager_object(
-        self, entry: Entry, namespace: str | None, name: str, *, count: bool = True
-    ) -> dict[str, Any] | None:
-        """The manager's object from the watch cache only (None on a miss, or with manager.reads: direct).
-
-        A hit is counted unless ``count`` is False.
-        """
+    def cached_manager_object(self, entry: Entry, namespace: str | None, name: str) -> dict[str, Any] | None:
+        """The manager's object from the watch cache only (None on a miss, or with manager.reads: direct);
+        a hit is counted."""
         cache = self._caches.get(entry.adapter.gvk)
         if cache is None:
             return None
         obj = cache.get(namespace if entry.info.namespaced else None, name)
-        if obj is not None and count:
+        if obj is not None:
             cache.count_hit()
         return obj
 

@@ -6,7 +6,8 @@
   or the answer to a create): its ``status`` becomes the manager's status after the
   policy's ``sync``, so that Kueue's "copy the whole status" writes exactly that.
 
-Errors become :class:`StatusError` (a Kubernetes ``Status`` for the client).
+A refused creation is a :class:`StatusError` (a Kubernetes ``Status`` for the client); a
+failing sync leaves the status out.
 """
 
 from __future__ import annotations
@@ -105,15 +106,15 @@ def rewrite_status(
     manager_obj: Mapping[str, Any] | None,
     cluster: str,
     origin: str,
-    *,
-    strict: bool = True,
 ) -> tuple[dict[str, Any], Outcome]:
     """``worker_obj`` with ``status`` = the manager's status after the policy's ``sync``.
 
     * manager object unknown (``None``): status removed — nothing for Kueue to copy;
     * not our copy (origin label differs) or not managed by the policy: the manager's
       current status — Kueue sees no change and writes nothing;
-    * a failing sync patch: :class:`StatusError` 500 with ``strict``, else status removed.
+    * a failing sync patch (``failurePolicy: Fail``): status removed, the outcome an
+      ``error`` naming the policy and the patch (Kueue copies nothing; failing the read
+      would keep Kueue from ever finishing the workload).
 
     The input is not modified; other fields are returned as they came.
     """
@@ -134,11 +135,8 @@ def rewrite_status(
         _set_status(out, current)
         return out, Outcome("not_managed")
     except MkpolicyError as exc:
-        message = f"mkpolicy: status write-back refused: {where(exc)}"
-        if strict:
-            raise StatusError(500, message) from None
         out.pop("status", None)
-        return out, Outcome("error", outcome.ignored, message)
+        return out, Outcome("error", outcome.ignored, f"mkpolicy: status write-back refused: {where(exc)}")
     if patch is None:
         _set_status(out, current)
         outcome.result = "unchanged"

@@ -24,7 +24,7 @@ import logging
 from typing import Any, Literal
 
 from mkpolicy.kube.client import ApiError, KubeClient
-from mkpolicy.kube.kubeconfig import KUBECONFIG_SECRET_KEY
+from mkpolicy.kube.kubeconfig import KUBECONFIG_SECRET_KEY, KubeconfigError, parse_kubeconfig
 from mkpolicy.kube.rest import resource_path
 from mkpolicy.sidecar.config import ConfigError, Worker
 from mkpolicy.sidecar.logs import fields
@@ -74,8 +74,6 @@ def is_ours(secret: dict[str, Any], data: bytes, endpoints: frozenset[str] = fro
         return True
     if not annotations.get(WIRED_ANNOTATION):
         return False
-    from mkpolicy.kube.kubeconfig import KubeconfigError, parse_kubeconfig
-
     try:
         config = parse_kubeconfig(data)
     except KubeconfigError:
@@ -101,11 +99,6 @@ def split_secret(
     if current is not None and key == KUBECONFIG_SECRET_KEY and is_ours(secret, current, endpoints):
         return decoded(secret, ORIGINAL_KEY), True
     return current, False
-
-
-def real_kubeconfig(secret: dict[str, Any], key: str, endpoints: frozenset[str] = frozenset()) -> bytes | None:
-    """The kubeconfig a Secret holds for the worker itself (see :func:`split_secret`)."""
-    return split_secret(secret, key, endpoints)[0]
 
 
 async def multikueue_secret(client: KubeClient, worker: Worker) -> str:

@@ -80,6 +80,8 @@ class WorkerLink:
         self.digest = ""
         #: The Secret wiring points at the sidecar (when this sidecar wires it).
         self.wired_secret: str | None = None
+        #: The resourceVersion of the source Secret as :meth:`load` read it (its watch starts there).
+        self._loaded_version = ""
         self.rewire: Rewire | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         source = worker.kubeconfig
@@ -153,7 +155,9 @@ class WorkerLink:
         """Read the kubeconfig once (at start); problems make the worker refused, never raise."""
         source = self.worker.kubeconfig
         if source.file is not None:
-            self.take(*_read_file(source.file, self._refuse))
+            raw, base = _read_file(source.file, self._refuse)
+            if raw is not None:  # (unreadable: refused with the reason already)
+                self.take(raw, base)
             return
         assert source.secret is not None
         if client is None:
@@ -165,6 +169,7 @@ class WorkerLink:
         except (ApiError, aiohttp.ClientError, OSError, TimeoutError) as exc:
             self._refuse(f"cannot read {self.source}: {plain_error(exc)}")
             return
+        self._loaded_version = _resource_version(secret)
         self.on_secret(secret)
 
     def on_secret(self, secret: dict[str, Any]) -> None:
@@ -189,7 +194,8 @@ class WorkerLink:
             if interval > 0:
                 self._start(self._poll(source.file, interval), f"kubeconfig-file-{self.name}")
         elif client is not None and source.secret is not None:
-            self._start(self._watch(client, source.secret.name), f"kubeconfig-secret-{self.name}")
+            watch = self._watch(client, source.secret.name, self._loaded_version)
+            self._start(watch, f"kubeconfig-secret-{self.name}")
 
     def follow_wired(self, client: KubeClient, secret: str) -> None:
         """Also watch the Secret wiring points at the sidecar (when it is not the source)."""
@@ -221,28 +227,40 @@ class WorkerLink:
             if raw is not None:
                 self.take(raw, base)
 
-    async def _watch(self, client: KubeClient, name: str) -> None:
-        """GET then WATCH one Secret (by field selector, which RBAC with resourceNames allows)."""
+    async def _watch(self, client: KubeClient, name: str, version: str = "") -> None:
+        """WATCH one Secret (by field selector, which RBAC with resourceNames allows).
+
+        As client-go's reflector, each watch resumes from the last resourceVersion seen
+        (``version``: the one :meth:`load` read); the Secret is read (GET) only when none
+        is known: at first, after 410 Gone, after an error.
+        """
         failures = 0
         path = secret_path(self.namespace)
         while True:
             try:
-                secret = await client.get(secret_path(self.namespace, name))
-                self.on_secret(secret)
-                version = str((secret.get("metadata") or {}).get("resourceVersion") or "")
+                if not version:
+                    secret = await client.get(secret_path(self.namespace, name))
+                    self.on_secret(secret)
+                    version = _resource_version(secret)
+                    failures = 0
                 params = {"fieldSelector": f"metadata.name={name}", "resourceVersion": version}
-                failures = 0
                 async for event in client.watch(path, params, timeout_seconds=random.randint(300, 600)):
                     obj = event.get("object")
-                    if event.get("type") in ("ADDED", "MODIFIED") and isinstance(obj, dict):
+                    if not isinstance(obj, dict):
+                        continue
+                    version = _resource_version(obj) or version  # (bookmarks too)
+                    if event.get("type") in ("ADDED", "MODIFIED"):
                         self.on_secret(obj)
                     elif event.get("type") == "DELETED":
                         self._refuse(f"Secret {self.namespace}/{name} was deleted")
+                failures = 0
             except asyncio.CancelledError:
                 raise
             except Gone:
+                version = ""
                 continue
             except (ApiError, aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
+                version = ""
                 if isinstance(exc, ApiError) and exc.status == 404:
                     self._refuse(f"Secret {self.namespace}/{name} does not exist")
                 delay = BACKOFF[min(failures, len(BACKOFF) - 1)]
@@ -261,6 +279,10 @@ def _read_file(path: str, refuse: Callable[[str], None]) -> tuple[bytes | None, 
     except OSError as exc:
         refuse(f"cannot read {path}: {exc.strerror or exc}")
         return None, None
+
+
+def _resource_version(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
 def _named_files(raw: bytes, base_dir: str | None) -> list[bytes]:

@@ -121,10 +121,11 @@ def test_check_mode(tmp_path: Path) -> None:
         bad_config = write(
             tmp_path / "bad.yaml",
             {
+                "kueue": {"version": "0.17.8", "workloadIdentifierAnnotations": True},
                 "workers": [
                     {"name": "worker1", "kubeconfig": {"file": str(env.kubeconfigs["worker1"])}},
                     {"name": "worker2", "kubeconfig": {"file": str(bad)}},
-                ]
+                ],
             },
         )
         policies = policy_dir(tmp_path, TEKTON, POLICIES / "argo-workflow.yaml")
@@ -141,6 +142,8 @@ def test_check_mode(tmp_path: Path) -> None:
         assert proc.returncode == 2
         assert "insecure-skip-tls-verify is not allowed" in proc.stderr and "tokenFile is not allowed" in proc.stderr
         assert "kueue: not read: no manager connection" in proc.stdout
+        # no manager: the configured version and gate stand in (the gate overrides 0.17's default)
+        assert "kueue: Kueue 0.17.8; workload identifier: annotation" in proc.stdout
         # with the manager: Kueue's configuration names PipelineRun at another version, a port collides
         env.manager.create(
             {

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import re
-import typing
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel
 
 from mkpolicy.cli.main import build_parser
-from mkpolicy.sidecar.config import SidecarConfig, Worker
+from mkpolicy.sidecar.config import SidecarConfig, Worker, model_of
 from mkpolicy.sidecar.metrics import Metrics
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,17 +38,6 @@ def test_files_exist() -> None:
         assert (ROOT / path).exists(), path
 
 
-def _model(annotation: Any) -> type[BaseModel] | None:
-    """The pydantic model in a field's annotation (``X``, ``X | None``, ``list[X]``), or None."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in typing.get_args(annotation):
-        found = _model(arg)
-        if found is not None:
-            return found
-    return None
-
-
 #: Config paths the docs name (``kubeconfig.*`` is a worker's), with an optional ``: value``.
 CONFIG_PATH = r"`((?:listen|ops|manager|state|shutdown|reload|logging|limits|kubeconfig)\.[a-zA-Z_.]+)(?::[^`]*)?`"
 
@@ -64,7 +51,7 @@ def test_config_fields_exist() -> None:
             assert model is not None, f"{dotted}: {part} is under a field that has no fields"
             fields = {info.alias or name: info for name, info in model.model_fields.items()}
             assert part in fields, f"{dotted}: {model.__name__} has no field {part}"
-            model = _model(fields[part].annotation)
+            model = model_of(fields[part].annotation)
 
 
 def test_every_limit_is_documented() -> None:

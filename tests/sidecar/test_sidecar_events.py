@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 
 import pytest
-from sidecar_harness import client, clusters
+from sidecar_harness import client, clusters, eventually
 
 from mkpolicy.sidecar.events import (
     AGGREGATE_INTERVAL,
@@ -88,8 +89,10 @@ def test_event_names() -> None:
     assert len(event_name("Not_A_Name", 1)) == 36  # a UUID, as client-go's GenerateEventName
 
 
-@pytest.mark.loopback_only("reads Events the sidecar writes")
-def test_recorder_writes_counts_and_survives_an_unreachable_server(tmp_path: Path) -> None:
+@pytest.mark.loopback_only("reads Events the sidecar writes, takes the manager away")
+def test_recorder_writes_counts_and_survives_an_unreachable_server(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     with clusters(tmp_path) as env:
         env.manager.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-b"}})
 
@@ -122,6 +125,18 @@ def test_recorder_writes_counts_and_survives_an_unreachable_server(tmp_path: Pat
                 await recorder.flush()
                 assert metrics.events.labels("CreationFailed", "failed")._value.get() == 1
                 assert metrics.events.labels("CreationFailed", "recorded")._value.get() == 3
+                # the manager unreachable: the write is retried (logged) until the manager is back
+                env.manager.faults.unreachable()
+                with caplog.at_level(logging.WARNING, "mkpolicy.sidecar.events"):
+                    recorder.record(ref, "Warning", "SyncFailed", "mkpolicy: the status is not written")
+                    await eventually(
+                        lambda: sum(r.getMessage() == "cannot write event; retrying" for r in caplog.records) >= 2
+                    )
+                env.manager.faults.reachable()
+                await recorder.flush()
+                assert metrics.events.labels("SyncFailed", "recorded")._value.get() == 1
+                stored = [e for e in env.manager.list("v1", "Event", namespace="team-b") if e["reason"] == "SyncFailed"]
+                assert [(e["count"], e["message"]) for e in stored] == [(1, "mkpolicy: the status is not written")]
                 await recorder.stop()
 
         asyncio.run(scenario())

@@ -6,7 +6,7 @@ import asyncio
 import threading
 import time
 
-from mkpolicy.sidecar.execution import LOOP_BUDGET, PENALTY, PROBATION, SLOW, Evaluator
+from mkpolicy.sidecar.execution import PENALTY, PROBATION, SLOW, Evaluator
 
 
 def spin(seconds: float) -> str:
@@ -32,30 +32,6 @@ def test_probation_then_inline_then_threads_after_a_slow_evaluation() -> None:
             assert evaluator._threaded[id(policy)] == PENALTY - 1
             other = object()  # each policy on its own
             assert not evaluator.inline(other)
-        finally:
-            evaluator.shutdown()
-
-    asyncio.run(scenario())
-
-
-def test_batches_are_judged_per_object() -> None:
-    """A LIST page or a burst of watch events: the policy stays fast; a costly batch runs on a thread."""
-
-    async def scenario() -> None:
-        evaluator = Evaluator(1)
-        policy = object()
-        try:
-            for _ in range(PROBATION):
-                await evaluator.run(policy, spin, 0.0001)
-            per_object = 0.0002
-            items = int(3 * LOOP_BUDGET / per_object)  # the batch costs 3x the loop's budget in all
-            ran = await evaluator.run(policy, spin, per_object * items, items=items)
-            assert evaluator.inline(policy)  # not slow: single objects still run inline
-            assert evaluator._threaded[id(policy)] == 0
-            assert not evaluator.inline(policy, items)  # but such a batch goes to a thread
-            assert ran.startswith("mkpolicy-transform")  # the batch's expected cost exceeded LOOP_BUDGET
-            assert (await evaluator.run(policy, spin, per_object * items, items=items)).startswith("mkpolicy-transform")
-            assert evaluator.inline(policy, 2)  # small batches inline
         finally:
             evaluator.shutdown()
 

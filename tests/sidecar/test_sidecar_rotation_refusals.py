@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import ssl
 from pathlib import Path
 from typing import Any
@@ -92,9 +93,10 @@ def test_cbor_create_is_transformed_and_sent_as_json(tmp_path: Path) -> None:
         asyncio.run(scenario())
 
 
-def test_pending_policy_kind_is_refused_and_not_ready(tmp_path: Path) -> None:
+def test_pending_policy_kind_is_refused_and_not_ready(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """A policy whose kind the manager does not serve: its copies cannot be transformed, so they are
-    refused (never forwarded as Kueue made them) and /readyz is not ready until the kind appears."""
+    refused (never forwarded as Kueue made them, logged once) and /readyz is not ready until the
+    kind appears."""
     with clusters(tmp_path) as env:
         policies = policy_dir(tmp_path, TEKTON)
         (policies / "widget.yaml").write_text(
@@ -119,9 +121,13 @@ def test_pending_policy_kind_is_refused_and_not_ready(tmp_path: Path) -> None:
                             "annotations": {"kueue.x-k8s.io/prebuilt-workload-name": "wl-w"},
                         },
                     }
-                    with pytest.raises(ApiError) as info:
+                    with caplog.at_level(logging.WARNING, "mkpolicy.sidecar.proxy"), pytest.raises(ApiError) as info:
                         await w1.create(f"/apis/tekton.dev/v1/namespaces/{env.ns}/widgets", widget)
                     assert info.value.status == 503 and "widget (Widget.v1.tekton.dev)" in info.value.message
+                    refusals = [r for r in caplog.records if r.name == "mkpolicy.sidecar.proxy"]
+                    assert [(r.getMessage(), r.fields.get("reason")) for r in refusals] == [  # type: ignore[attr-defined]
+                        ("creation refused", "PolicyPending")
+                    ]
                     # other kinds of the group still pass (the worker answers them)
                     with pytest.raises(ApiError) as info:
                         await w1.create(f"/apis/tekton.dev/v1/namespaces/{env.ns}/taskruns", {"kind": "TaskRun"})

@@ -758,13 +758,13 @@ class PolicyHub(StubHub):
         return found
 
     def inline(self, key: object, items: int = 1) -> bool:
-        return self.evaluator.inline(key, items)
+        return self.evaluator.inline(key)
 
     def run_here(self, key: object, fn: Callable[..., Any], *args: Any, items: int = 1) -> Any:
-        return self.evaluator.run_here(key, fn, *args, items=items)
+        return self.evaluator.run_here(key, fn, *args)
 
     async def offload(self, key: object, fn: Callable[..., Any], *args: Any, items: int = 1) -> Any:
-        return await self.evaluator.run(key, fn, *args, items=items)
+        return await self.evaluator.run(key, fn, *args)
 
 
 def pipelinerun(name: str, *, worker: bool) -> dict[str, Any]:

@@ -16,8 +16,8 @@ from mkpolicy.sidecar.wiring import (
     ORIGINAL_KEY,
     WIRED_ANNOTATION,
     multikueue_secret,
-    real_kubeconfig,
     secret_path,
+    split_secret,
     unwire,
     wire,
 )
@@ -53,7 +53,7 @@ def test_wire_unwire_round_trips(tmp_path: Path) -> None:
                 assert base64.b64decode(secret["data"]["kubeconfig"]).decode() == WIRED
                 assert base64.b64decode(secret["data"][ORIGINAL_KEY]) == original
                 assert secret["metadata"]["annotations"][WIRED_ANNOTATION] == "updated"
-                assert real_kubeconfig(secret, "kubeconfig") == original  # the sidecar reads the real one
+                assert split_secret(secret, "kubeconfig") == (original, True)  # the sidecar reads the real one
                 assert await wire(c, "kueue-system", "w1-secret", WIRED, "https://127.0.0.1:7443") == "unchanged"
                 # wiring again with another kubeconfig (new tokens) keeps the original
                 assert (
@@ -70,7 +70,7 @@ def test_wire_unwire_round_trips(tmp_path: Path) -> None:
                 # a Secret wiring created is deleted again
                 assert await wire(c, "kueue-system", "new-secret", WIRED, "https://127.0.0.1:7444") == "created"
                 created = await c.get(secret_path("kueue-system", "new-secret"))
-                assert real_kubeconfig(created, "kubeconfig") is None  # no real kubeconfig behind it
+                assert split_secret(created, "kubeconfig") == (None, True)  # no real kubeconfig behind it
                 assert await unwire(c, "kueue-system", "new-secret") == "deleted"
                 assert await unwire(c, "kueue-system", "new-secret") == "absent"
 
@@ -176,9 +176,12 @@ def test_refused_worker_kubeconfig_is_isolated_and_a_rotation_fixes_it(tmp_path:
             ]
         )
 
+        reads = env.manager.faults.delay(0, verb="get", resource="secrets", name="w1-real", times=None)
+
         async def scenario() -> None:
             async with running(config, policy_dir(tmp_path, POLICIES / "tekton-pipelinerun.yaml")) as sidecar:
                 assert isinstance(sidecar, Sidecar)
+                assert reads.hits == 1  # read once at start: its watch starts from that read's resourceVersion
                 ready, checks = sidecar.readiness()
                 assert ready, checks  # one refused worker: the others keep serving
                 assert any(
@@ -193,11 +196,14 @@ def test_refused_worker_kubeconfig_is_isolated_and_a_rotation_fixes_it(tmp_path:
                     assert info.value.status == 503 and "insecure-skip-tls-verify" in info.value.message
                     assert info.value.body.get("kind") == "Status"
                     assert (await w2.get("/api/v1/namespaces"))["kind"] == "NamespaceList"
-                    # the Secret is rotated to a good kubeconfig: taken up, no restart
+                    # the Secret is rotated to a good kubeconfig (while its watch is re-opened: it
+                    # resumes from the last resourceVersion seen): taken up, no restart, no read
+                    env.manager.faults.end_watches(resource="secrets")
                     secret = env.manager.get("v1", "Secret", "w1-real", "kueue-system")
                     secret["data"] = secret_data(good)
                     env.manager.update(secret)
                     await eventually(lambda: sidecar.worker_problem("worker1") is None)
+                    assert reads.hits == 1
                     assert (await w1.get("/api/v1/namespaces"))["kind"] == "NamespaceList"
                 assert (
                     metric(sidecar, "mkpolicy_sidecar_worker_kubeconfig_reloads_total", cluster="worker1", result="ok")
@@ -206,3 +212,36 @@ def test_refused_worker_kubeconfig_is_isolated_and_a_rotation_fixes_it(tmp_path:
                 assert metric(sidecar, "mkpolicy_sidecar_worker_up", cluster="worker1") == 1
 
         asyncio.run(scenario())
+
+
+def test_an_unreadable_kubeconfig_file_is_refused_with_the_reason(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker's kubeconfig file that cannot be read: refused with the system's reason (once, not
+    overwritten by a vaguer one); a readable one is taken up at the next read."""
+    import logging
+
+    from mkpolicy.kube.certs import make_ca
+    from mkpolicy.kube.kubeconfig import dump_kubeconfig, make_kubeconfig
+    from mkpolicy.sidecar.metrics import Metrics
+    from mkpolicy.sidecar.workers import WorkerLink
+
+    path = tmp_path / "w1.kubeconfig"
+    link = WorkerLink(
+        Worker.model_validate({"name": "w1", "kubeconfig": {"file": str(path)}}), "kueue-system", frozenset, Metrics()
+    )
+
+    async def scenario() -> None:
+        try:
+            with caplog.at_level(logging.ERROR, "mkpolicy.sidecar.workers"):
+                await link.load(None)
+            assert link.problem == f"cannot read {path}: No such file or directory"
+            assert [r.getMessage() for r in caplog.records] == ["worker refused"]
+            assert link.readiness() == f"warn worker w1: refused: cannot read {path}: No such file or directory"
+            path.write_text(dump_kubeconfig(make_kubeconfig("https://10.0.0.1:6443", make_ca("ca").cert_pem, "t")))
+            await link.load(None)
+            assert link.problem is None and link.upstream.config.token == "t"
+        finally:
+            await link.stop()
+
+    asyncio.run(scenario())
