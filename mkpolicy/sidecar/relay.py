@@ -249,12 +249,6 @@ def ref(namespace: str | None, name: str) -> str:
     return f"{namespace}/{name}" if namespace else name
 
 
-def describe(exc: BaseException) -> str:
-    """``Type: message`` of an exception, for error answers."""
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
 def relay_error(exchange: Exchange, resp: ResponseHead, body: bytes) -> None:
     """A worker's error answer for a policy kind, relayed as sent (its body decoded from its framing)."""
     headers = [(k, v) for k, v in resp.headers if k.lower() not in REENCODED]
