@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import dataclasses
 import json
 import logging
 import os
@@ -121,11 +120,7 @@ class Kueue:
         if self.settings.identifier == "annotation" and not ver.identifier_gate:
             raise ValueError(f"Kueue {ver.name} has no WorkloadIdentifierAnnotations gate: it writes the label")
         self.identifier: Identifier = self.settings.identifier or ver.default_identifier
-        if isinstance(manager, kc.RemoteConfig):
-            manager_config = manager
-        else:
-            manager_config = kc._rest_config(manager, kc._named(manager, "users", "user"),
-                                             kc._named(manager, "clusters", "cluster"))  # fmt: skip
+        manager_config = manager if isinstance(manager, kc.RemoteConfig) else kc.rest_config(manager)
         self.wire = Wire()
         # controller-runtime's GetConfig disables client-side rate limiting for the manager (QPS -1).
         self.manager = GoClient(manager_config, "manager", self.wire, qps=None, timeout=self.settings.request_timeout)
@@ -414,7 +409,7 @@ class Kueue:
                 raw = fh.read()
         except OSError as exc:
             raise kc.KubeconfigRefused("BadKubeConfig", f"open {location}: {exc.strerror or exc}") from None
-        return dataclasses.replace(kc.load(raw, allow_insecure=allow), source=raw)
+        return kc.load(raw, allow_insecure=allow)
 
     async def _set_active(self, cluster: dict[str, Any], active: bool, reason: str, message: str) -> None:
         """``updateStatus``: the ``Active`` condition, written when it changes."""

@@ -13,7 +13,6 @@ Worker kubeconfigs are held to Kueue's rules (a refused one raises
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,11 +26,9 @@ from mkpolicy.testing.kueue.versions import DEFAULT_VERSION, Identifier, KueueVe
 
 
 def _config(kubeconfig: Mapping[str, Any] | bytes, *, rules: bool) -> kc.RemoteConfig:
-    raw = kubeconfig if isinstance(kubeconfig, bytes) else yaml.safe_dump(dict(kubeconfig)).encode()
     if rules:
-        return dataclasses.replace(kc.load(raw), source=raw)
-    doc = yaml.safe_load(raw)
-    return kc._rest_config(doc, kc._named(doc, "users", "user"), kc._named(doc, "clusters", "cluster"))
+        return kc.load(kubeconfig if isinstance(kubeconfig, bytes) else yaml.safe_dump(dict(kubeconfig)).encode())
+    return kc.rest_config(yaml.safe_load(kubeconfig) if isinstance(kubeconfig, bytes) else kubeconfig)
 
 
 class KueueSteps:
