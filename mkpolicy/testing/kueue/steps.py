@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from mkpolicy.testing.kueue import kubeconfig as kc
-from mkpolicy.testing.kueue.adapter import GenericAdapter, SyncResult, clone_for_creation, set_multikueue_meta
+from mkpolicy.testing.kueue.adapter import ORIGIN_LABEL, GenericAdapter, SyncResult
 from mkpolicy.testing.kueue.goclient import GoClient, Watch, Wire
 from mkpolicy.testing.kueue.model import parse_framework
 from mkpolicy.testing.kueue.versions import DEFAULT_VERSION, Identifier, KueueVersion
@@ -84,15 +84,8 @@ class KueueSteps:
 
     def clone(self, local: dict[str, Any], workload: str) -> dict[str, Any]:
         """The body Kueue POSTs for ``local`` (this version's clone, the MultiKueue markers)."""
-        body = clone_for_creation(local, self.version)
-        spec = body.get("spec")
-        if isinstance(spec, dict):
-            spec.pop("managedBy", None)
-        set_multikueue_meta(body, workload, self.origin, self.version, self.identifier)
-        return body
+        return self.adapter.creation_body(local, workload)
 
     async def watch(self, cluster: str) -> Watch:
         """Kueue's watch of the framework's kind on ``cluster``."""
-        from mkpolicy.testing.kueue.adapter import ORIGIN_LABEL
-
         return await self.workers[cluster].watch(self.adapter.gvk, {ORIGIN_LABEL: self.origin}, "unstructured")
