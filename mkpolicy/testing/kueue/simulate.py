@@ -24,38 +24,15 @@ from __future__ import annotations
 import base64
 import datetime
 import hashlib
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from mkpolicy.testing.kueue.adapter import MULTIKUEUE_CONTROLLER, PREBUILT_WORKLOAD_ANNOTATION, PREBUILT_WORKLOAD_LABEL
 from mkpolicy.testing.kueue.reconcile import RESOURCE_IN_USE
 
+if TYPE_CHECKING:
+    from mkpolicy.testing.targets import ClusterTarget
+
 WORKLOAD_API = "kueue.x-k8s.io/v1beta2"
-
-
-class Cluster(Protocol):
-    """The direct API of ``ApiServer`` (and of a real cluster's ``RealCluster``)."""
-
-    def create(self, obj: Any, *, namespace: str | None = None) -> dict[str, Any]: ...
-
-    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]: ...
-
-    def update(self, obj: Any, *, subresource: str = "") -> dict[str, Any]: ...
-
-    def patch(
-        self,
-        api_version: str,
-        kind: str,
-        name: str,
-        patch: Any,
-        *,
-        namespace: str | None = None,
-        patch_type: str = "merge",
-        subresource: str = "",
-    ) -> dict[str, Any]: ...
-
-    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Any: ...
-
-    def list(self, api_version: str, kind: str, namespace: str | None = None) -> list[dict[str, Any]]: ...
 
 
 def _now() -> str:
@@ -91,7 +68,12 @@ class ManagerKueue:
     """Kueue's core on the manager, driven by the test."""
 
     def __init__(
-        self, cluster: Cluster, *, namespace: str = "kueue-system", check: str = "multikueue", cluster_queue: str = "cq"
+        self,
+        cluster: ClusterTarget,
+        *,
+        namespace: str = "kueue-system",
+        check: str = "multikueue",
+        cluster_queue: str = "cq",
     ) -> None:
         self.cluster = cluster
         self.namespace = namespace
@@ -224,7 +206,7 @@ class ManagerKueue:
 class WorkerKueue:
     """Kueue's core on one worker, driven by the test."""
 
-    def __init__(self, cluster: Cluster, *, cluster_queue: str = "cq") -> None:
+    def __init__(self, cluster: ClusterTarget, *, cluster_queue: str = "cq") -> None:
         self.cluster = cluster
         self.cluster_queue = cluster_queue
 
@@ -276,7 +258,7 @@ class WorkerKueue:
         self._condition(name, namespace, "Finished", reason, message)
 
 
-def job_naming(cluster: Cluster, workload: str, namespace: str, api_version: str, kind: str) -> dict[str, Any]:
+def job_naming(cluster: ClusterTarget, workload: str, namespace: str, api_version: str, kind: str) -> dict[str, Any]:
     """The job on ``cluster`` whose prebuilt-workload identifier names ``workload``."""
     for job in cluster.list(api_version, kind, namespace):
         meta = job.get("metadata") or {}
