@@ -37,7 +37,7 @@ from mkpolicy.testing.kueue import kubeconfig as kc
 from mkpolicy.testing.kueue.adapter import GenericAdapter
 from mkpolicy.testing.kueue.goclient import WORKLOAD, ApiStatusError, GoClient, Gvk, Sent, Wire
 from mkpolicy.testing.kueue.queue import WorkQueue
-from mkpolicy.testing.kueue.reconcile import Reconciler, now_rfc3339
+from mkpolicy.testing.kueue.reconcile import Reconciler, condition, set_condition
 from mkpolicy.testing.kueue.remote import ConnectionState, RemoteClient
 from mkpolicy.testing.kueue.versions import DEFAULT_VERSION, Identifier, KueueVersion
 
@@ -415,26 +415,14 @@ class Kueue:
         """``updateStatus``: the ``Active`` condition, written when it changes."""
         name = str(cluster["metadata"]["name"])
         self._remote(name).state.set(active, reason, message)
-        conditions = list((cluster.get("status") or {}).get("conditions") or [])
-        current = next((c for c in conditions if c.get("type") == "Active"), None)
+        current = condition(cluster, "Active") or {}
         status = "True" if active else "False"
-        if current and (current.get("status"), current.get("reason"), current.get("message")) == (
-            status,
-            reason,
-            message,
-        ):
+        if (current.get("status"), current.get("reason"), current.get("message")) == (status, reason, message):
             return
-        since = current.get("lastTransitionTime") if current and current.get("status") == status else now_rfc3339()
-        new = {
-            "type": "Active",
-            "status": status,
-            "reason": reason,
-            "message": message,
-            "lastTransitionTime": since,
-            "observedGeneration": cluster["metadata"].get("generation", 0),
-        }
-        others = [c for c in conditions if c.get("type") != "Active"]
-        cluster = {**cluster, "status": {**(cluster.get("status") or {}), "conditions": [*others, new]}}
+        conditions = (cluster.get("status") or {}).get("conditions") or []
+        generation = cluster["metadata"].get("generation", 0)
+        updated = set_condition(conditions, "Active", status, reason, message, generation)
+        cluster = {**cluster, "status": {**(cluster.get("status") or {}), "conditions": updated}}
         try:
             path = await self.manager.path(MULTIKUEUE_CLUSTER, None, name, "status")
             await self.manager.request(
