@@ -257,8 +257,7 @@ class Kueue:
     async def _gc_loop(self) -> None:
         while True:
             await asyncio.sleep(self.settings.gc_interval * self.settings.time_scale)
-            for remote in list(self.remotes.values()):
-                await remote.run_gc(self._local_exists)
+            await self.gc()
 
     async def gc(self) -> None:
         """One garbage collection pass now (as the GC loop runs every ``gc_interval``)."""
@@ -424,11 +423,7 @@ class Kueue:
         updated = set_condition(conditions, "Active", status, reason, message, generation)
         cluster = {**cluster, "status": {**(cluster.get("status") or {}), "conditions": updated}}
         try:
-            path = await self.manager.path(MULTIKUEUE_CLUSTER, None, name, "status")
-            await self.manager.request(
-                "PUT", path, kind="typed", gvk=MULTIKUEUE_CLUSTER, accept="application/json, */*",
-                body=json.dumps(cluster).encode(), content_type="application/json",
-            )  # fmt: skip
+            await self.manager.update(MULTIKUEUE_CLUSTER, cluster, "typed", sub="status")
         except ApiStatusError as exc:
             log.debug("MultiKueueCluster %s status: %s", name, exc)
 
