@@ -40,7 +40,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mkpolicy.testing.kueue.adapter import MULTIKUEUE_CONTROLLER, GenericAdapter, NotOwned
+from mkpolicy.testing.kueue.adapter import MULTIKUEUE_CONTROLLER, ORIGIN_LABEL, GenericAdapter, NotOwned
 from mkpolicy.testing.kueue.goclient import WORKLOAD, ApiStatusError, Gvk
 from mkpolicy.testing.kueue.remote import RemoteClient
 
@@ -427,7 +427,7 @@ def _clone_workload(local: dict[str, Any], origin: str) -> dict[str, Any]:
     """``cloneForCreate``: name, namespace, labels (origin added, job-uid removed), annotations, spec."""
     meta = local.get("metadata") or {}
     labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != "kueue.x-k8s.io/job-uid"}
-    labels["kueue.x-k8s.io/multikueue-origin"] = origin
+    labels[ORIGIN_LABEL] = origin
     kept: dict[str, Any] = {"name": meta.get("name"), "namespace": meta.get("namespace"), "labels": labels,
                             "creationTimestamp": None}  # fmt: skip
     if meta.get("annotations"):

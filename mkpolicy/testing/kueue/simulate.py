@@ -26,12 +26,13 @@ import hashlib
 from typing import TYPE_CHECKING, Any
 
 from mkpolicy.testing.kueue.adapter import MULTIKUEUE_CONTROLLER, PREBUILT_WORKLOAD_ANNOTATION, PREBUILT_WORKLOAD_LABEL
+from mkpolicy.testing.kueue.goclient import WORKLOAD
 from mkpolicy.testing.kueue.reconcile import RESOURCE_IN_USE, now_rfc3339, set_condition
 
 if TYPE_CHECKING:
     from mkpolicy.testing.targets import ClusterTarget
 
-WORKLOAD_API = "kueue.x-k8s.io/v1beta2"
+WORKLOAD_API = WORKLOAD.api_version
 
 
 def workload_name(kind: str, name: str, uid: str, group: str) -> str:
