@@ -29,7 +29,7 @@ from sidecar_harness import (
 import mkpolicy
 from mkpolicy.kube.client import ApiError
 from mkpolicy.sidecar.transform import apply_merge_patch
-from mkpolicy.testing.kueue import ApiStatusError
+from mkpolicy.testing.kueue import METADATA_ACCEPT, ApiStatusError
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -187,10 +187,7 @@ def test_only_full_reads_of_a_policy_kind_are_transformed(tmp_path: Path) -> Non
                 )
                 creds = sidecar.credentials
                 base = PIPELINERUNS.path(env.ns)
-                metadata_only = {
-                    "Accept": "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,"
-                    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
-                }
+                metadata_only = {"Accept": METADATA_ACCEPT}  # Kueue's ownership check
                 untouched = [
                     (base, None),
                     (f"{base}?watch=true&resourceVersion={start_rv}&timeoutSeconds=1", None),
