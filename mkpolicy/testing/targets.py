@@ -164,6 +164,12 @@ class ClusterTarget(Protocol):
     ) -> dict[str, Any]:
         """Patch an object."""
 
+    def update(self, obj: Mapping[str, Any], *, subresource: str = "") -> dict[str, Any]:
+        """Replace an object (or its ``subresource``)."""
+
+    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        """Delete an object; its state while finalizers hold it, None once it is gone."""
+
 
 def is_real(target: object) -> bool:
     """Whether ``target`` is a real cluster (not the loopback server)."""

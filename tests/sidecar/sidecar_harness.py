@@ -33,15 +33,13 @@ from mkpolicy.sidecar import Sidecar, SidecarConfig, config_from_dict
 from mkpolicy.testing import ApiServer
 from mkpolicy.testing.fixtures import real_cluster_targets, target_config
 from mkpolicy.testing.kueue import Kueue
-from mkpolicy.testing.kueue.env import CRDS as KUEUE_CRDS
-from mkpolicy.testing.kueue.env import MultiKueueEnv, kubeconfig_bytes
+from mkpolicy.testing.kueue.env import MultiKueueEnv, kubeconfig_bytes, loopback_multikueue
 from mkpolicy.testing.kueue.steps import KueueSteps
 from mkpolicy.testing.targets import ROLES, RealCluster
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICIES = ROOT / "policies"
 DATA = Path(__file__).parent / "data"
-CRDS = list(KUEUE_CRDS)
 PIPELINERUNS = ResourceInfo("tekton.dev", "v1", "PipelineRun", "pipelineruns", True)
 WORKERS = ("worker1", "worker2")
 #: Metadata the API server sets on create (not part of what the sidecar sends).
@@ -82,7 +80,8 @@ class Clusters:
 
 @contextlib.contextmanager
 def clusters(tmp: Path, **server_options: Any) -> Iterator[Clusters]:
-    """Start the three API servers (Tekton and Kueue CRDs), stop them afterwards
+    """Start the three API servers (Tekton and Kueue CRDs, :func:`loopback_multikueue` without
+    MultiKueue configured), stop them afterwards
     (``server_options``: :class:`ApiServer` knobs, e.g. ``bookmark_interval``).
 
     On real clusters: the three clusters, with a namespace created for the test (deleted afterwards).
@@ -94,23 +93,11 @@ def clusters(tmp: Path, **server_options: Any) -> Iterator[Clusters]:
                 env.kubeconfigs[name] = target.write_kubeconfig(tmp / f"{name}.kubeconfig")
             yield env
         return
-    servers: list[ApiServer] = []
-    try:
-        manager = ApiServer(
-            "manager", bundled=CRDS, namespaces=["default", "kueue-system", "team-a"], **server_options
-        ).start()
-        servers.append(manager)
-        workers = {}
-        for name in WORKERS:
-            workers[name] = ApiServer(name, bundled=CRDS, namespaces=["default", "team-a"], **server_options).start()
-            servers.append(workers[name])
-        env = Clusters(manager, workers, tmp)
-        for name, srv in [("manager", manager), *workers.items()]:
+    with loopback_multikueue(WORKERS, configure=False, **server_options) as mk:
+        env = Clusters(mk.manager, dict(mk.workers), tmp)
+        for name, srv in [("manager", mk.manager), *mk.workers.items()]:
             env.kubeconfigs[name] = srv.write_kubeconfig(tmp / f"{name}.kubeconfig")
         yield env
-    finally:
-        for srv in servers:
-            srv.stop()
 
 
 def policy_dir(tmp: Path, *files: Path) -> Path:

@@ -28,8 +28,10 @@ from sidecar_harness import (
 
 import mkpolicy
 from mkpolicy.kube.client import ApiError
+from mkpolicy.sidecar import Sidecar
 from mkpolicy.sidecar.transform import apply_merge_patch
-from mkpolicy.testing.kueue import ApiStatusError
+from mkpolicy.testing import ApiServer
+from mkpolicy.testing.kueue import METADATA_ACCEPT, ApiStatusError
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -185,12 +187,8 @@ def test_only_full_reads_of_a_policy_kind_are_transformed(tmp_path: Path) -> Non
                     namespace=env.ns,
                     subresource="status",
                 )
-                creds = sidecar.credentials
                 base = PIPELINERUNS.path(env.ns)
-                metadata_only = {
-                    "Accept": "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,"
-                    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
-                }
+                metadata_only = {"Accept": METADATA_ACCEPT}  # Kueue's ownership check
                 untouched = [
                     (base, None),
                     (f"{base}?watch=true&resourceVersion={start_rv}&timeoutSeconds=1", None),
@@ -198,20 +196,13 @@ def test_only_full_reads_of_a_policy_kind_are_transformed(tmp_path: Path) -> Non
                 ]
                 async with aiohttp.ClientSession(auto_decompress=False) as session:
                     for path, headers in untouched:
-                        direct = await fetch(session, w1.url, w1.token, w1.ca_pem, path, headers)
-                        via = await fetch(
-                            session,
-                            sidecar.endpoint("worker1"),
-                            creds.tokens["worker1"],
-                            creds.ca.cert_pem,
-                            path,
-                            headers,
-                        )
+                        direct, via = await direct_and_via(session, w1, sidecar, path, headers)
                         assert via == direct, path
                         # The worker's own representation: the full object, or its metadata only.
                         whole = b"pipelineSpec" in direct[2]
                         assert whole != (b'"kind":"PartialObjectMetadata"' in direct[2]), path
                         assert whole == (headers is None), path
+                    creds = sidecar.credentials
                     code, _, body = await fetch(
                         session,
                         sidecar.endpoint("worker1"),
@@ -244,6 +235,22 @@ async def fetch(
         base + path, headers={"Authorization": f"Bearer {token}", **(headers or {})}, ssl=tls
     ) as resp:
         return resp.status, resp.headers.get("Content-Type"), await resp.read()
+
+
+async def direct_and_via(
+    session: aiohttp.ClientSession,
+    worker: ApiServer,
+    sidecar: Sidecar,
+    path: str,
+    headers: dict[str, str] | None = None,
+) -> list[tuple[int, str | None, bytes]]:
+    """The same GET from ``worker`` itself and through the sidecar, side by side (a watch with
+    ``timeoutSeconds`` lasts as long either way)."""
+    creds = sidecar.credentials
+    return await asyncio.gather(
+        fetch(session, worker.url, worker.token, worker.ca_pem, path, headers),
+        fetch(session, sidecar.endpoint(worker.name), creds.tokens[worker.name], creds.ca.cert_pem, path, headers),
+    )
 
 
 @pytest.mark.loopback_only(
@@ -284,7 +291,6 @@ def test_passthrough_is_byte_identical(tmp_path: Path) -> None:
 
         async def scenario() -> None:
             async with running(env.config(), policy_dir(tmp_path, TEKTON)) as sidecar:
-                creds = sidecar.credentials
                 paths = [
                     "/api/v1/namespaces/team-a/configmaps/cm-2",
                     "/api/v1/namespaces/team-a/configmaps",
@@ -297,18 +303,15 @@ def test_passthrough_is_byte_identical(tmp_path: Path) -> None:
                 ]
                 async with aiohttp.ClientSession(auto_decompress=False) as session:
                     for path in paths:
-                        direct = await fetch(session, w1.url, w1.token, w1.ca_pem, path)
-                        via = await fetch(
-                            session, sidecar.endpoint("worker1"), creds.tokens["worker1"], creds.ca.cert_pem, path
-                        )
+                        direct, via = await direct_and_via(session, w1, sidecar, path)
                         assert via == direct, path
                         assert direct[2], path
                     # a protobuf request is not for the sidecar to judge: same answer as the worker's
                     proto = {"Accept": "application/vnd.kubernetes.protobuf"}
-                    path = "/api/v1/namespaces/team-a/configmaps/cm-0"
-                    assert await fetch(
-                        session, sidecar.endpoint("worker1"), creds.tokens["worker1"], creds.ca.cert_pem, path, proto
-                    ) == await fetch(session, w1.url, w1.token, w1.ca_pem, path, proto)
+                    direct, via = await direct_and_via(
+                        session, w1, sidecar, "/api/v1/namespaces/team-a/configmaps/cm-0", proto
+                    )
+                    assert via == direct
 
         asyncio.run(scenario())
 

@@ -222,7 +222,7 @@ def test_expired_watches_resume(tmp_path: Path) -> None:
                         return
 
                 task = asyncio.create_task(watch())
-                await asyncio.sleep(0.1)
+                await eventually(lambda: env.worker("worker1").watch_count(resource="pipelineruns") == 1)
                 env.worker("worker1").patch(
                     *PR, "run-1", {"status": running_status(2)}, namespace="team-a", subresource="status"
                 )
@@ -515,14 +515,13 @@ def test_graceful_shutdown_drains_requests_and_ends_watches_cleanly(tmp_path: Pa
                     await eventually(lambda: metric(sidecar, "mkpolicy_sidecar_active_watches", cluster="worker1") == 1)
                     await eventually(lambda: metric(sidecar, "mkpolicy_sidecar_active_watches", cluster="worker2") == 1)
                     # a slow request in flight when the shutdown starts
-                    env.worker("worker1").faults.delay(0.5, verb="get", resource="pipelineruns", times=1)
+                    delay = env.worker("worker1").faults.delay(0.5, verb="get", resource="pipelineruns", times=1)
                     # (a full read, as in Kueue's SyncJob; Kueue's next request would meet the closed port)
                     slow = asyncio.create_task(w1.get(PIPELINERUNS.path("team-a", "run-1")))
-                    await asyncio.sleep(0.1)
+                    await eventually(lambda: delay.hits == 1)  # held at the worker
                     t0 = time.monotonic()
                     stopping = asyncio.create_task(sidecar.stop())
-                    await asyncio.sleep(0.05)
-                    assert not sidecar.ready  # /readyz fails while draining
+                    await eventually(lambda: not sidecar.ready)  # /readyz fails while draining
                     assert (await slow)["metadata"]["name"] == "run-1"  # drained, answered
                     await asyncio.wait_for(watch_task, 5)
                     await asyncio.wait_for(pass_watch, 5)

@@ -32,6 +32,7 @@ import mkpolicy
 from mkpolicy.jsonvalues import apply_merge_patch
 from mkpolicy.kube.kubeconfig import write_kubeconfig
 from mkpolicy.testing.kubectl import Kubectl, kubectl_path, requests_logged
+from mkpolicy.testing.kueue import METADATA_ACCEPT
 
 pytestmark = [
     pytest.mark.skipif(kubectl_path() is None, reason="kubectl is not installed"),
@@ -41,10 +42,6 @@ pytestmark = [
 
 TEKTON = POLICIES / "tekton-pipelinerun.yaml"
 PR = ("tekton.dev/v1", "PipelineRun")
-METADATA_ACCEPT = (
-    "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,"
-    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
-)
 
 
 def fetch(url: str, accept: str) -> bytes:

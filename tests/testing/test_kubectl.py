@@ -22,17 +22,13 @@ import yaml
 
 from mkpolicy.testing.apiserver import ApiServer
 from mkpolicy.testing.kubectl import Kubectl, kubectl_path, requests_logged
+from mkpolicy.testing.kueue import METADATA_ACCEPT
 
 pytestmark = [
     pytest.mark.skipif(kubectl_path() is None, reason="kubectl is not installed"),
     pytest.mark.loopback_only("asserts the loopback server's answers to kubectl"),
     pytest.mark.timeout(120),
 ]
-
-METADATA_ACCEPT = (
-    "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,"
-    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
-)
 
 
 @pytest.fixture

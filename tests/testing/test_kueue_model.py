@@ -296,8 +296,15 @@ def test_a_refused_kubeconfig_is_visible(mutate: Callable[[dict[str, Any]], None
                 assert (state.active, state.reason) == (False, reason)
                 assert state.message == f"load client config failed: {message}"
                 assert kueue.requests("worker1") == []
-                cluster = env.manager.get("kueue.x-k8s.io/v1beta2", "MultiKueueCluster", "worker1")
-                active = next(c for c in cluster["status"]["conditions"] if c["type"] == "Active")
-                assert (active["status"], active["reason"]) == ("False", reason)
+
+                def active() -> tuple[str, str] | None:
+                    cluster = env.manager.get("kueue.x-k8s.io/v1beta2", "MultiKueueCluster", "worker1")
+                    conditions = (cluster.get("status") or {}).get("conditions") or []
+                    return next(((c["status"], c["reason"]) for c in conditions if c["type"] == "Active"), None)
+
+                # the condition on the manager (its status PUT follows the state the model keeps)
+                await kueue.wait_for(
+                    lambda: active() == ("False", reason), what=f"Active False {reason} on the manager"
+                )
 
         asyncio.run(scenario())

@@ -14,6 +14,7 @@ from mkpolicy.testing.kueue import KubeconfigRefused, KueueVersion, clone_for_cr
 from mkpolicy.testing.kueue.adapter import prebuilt_workload_name, set_multikueue_meta
 from mkpolicy.testing.kueue.goclient import TokenBucket, query_string
 from mkpolicy.testing.kueue.kubeconfig import is_valid_hostname, load
+from mkpolicy.testing.kueue.reconcile import set_condition
 from mkpolicy.testing.kueue.simulate import workload_name
 
 CA = base64.b64encode(make_ca("kueue-model-test").cert_pem).decode()
@@ -204,3 +205,18 @@ def test_token_bucket() -> None:
 
     asyncio.run(run())
     assert waited == pytest.approx([0.2, 0.2, 0.2])
+
+
+def test_set_condition() -> None:
+    """apimeta.SetStatusCondition: updated where it stands, its transition time kept unless the status changes."""
+    old = "2026-01-01T00:00:00Z"
+    conditions = [{"type": "A", "status": "True", "reason": "R", "message": "", "lastTransitionTime": old},
+                  {"type": "B", "status": "False", "reason": "R", "message": "", "lastTransitionTime": old}]  # fmt: skip
+    same = set_condition(conditions, "A", "True", "Other", "m", 3)
+    assert same[0] == {"type": "A", "status": "True", "reason": "Other", "message": "m", "lastTransitionTime": old,
+                       "observedGeneration": 3}  # fmt: skip
+    assert conditions[0]["reason"] == "R"  # a copy
+    flipped = set_condition(conditions, "A", "False", "R")
+    assert [c["type"] for c in flipped] == ["A", "B"] and flipped[0]["lastTransitionTime"] != old
+    added = set_condition(conditions, "C", "True", "R")
+    assert [c["type"] for c in added] == ["A", "B", "C"] and "observedGeneration" not in added[2]

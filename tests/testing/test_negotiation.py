@@ -2,7 +2,8 @@
 
 What client-go sends: the metadata client's Accept (``k8s.io/client-go/metadata``, used by
 Kueue's ownership check), and the discovery client's (``discovery_client.go``
-``acceptDiscoveryFormats``, used by every controller-runtime client and kubectl).
+``acceptDiscoveryFormats``, used by every controller-runtime client and kubectl), as the Kueue
+model sends them (mkpolicy/testing/kueue/goclient.py).
 """
 
 from __future__ import annotations
@@ -14,20 +15,9 @@ import pytest
 
 from mkpolicy.testing.apiserver import ApiServer
 from mkpolicy.testing.apiserver.negotiate import parse_accept
+from mkpolicy.testing.kueue.goclient import DISCOVERY_ACCEPT, METADATA_ACCEPT, METADATA_LIST_ACCEPT
 
 from .conftest import Raw, pipelinerun
-
-#: client-go's metadata client (metadata.ConfigFor), as Kueue's ValidateRemoteObjectOwnership sends it.
-METADATA_GET = (
-    "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,"
-    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
-)
-METADATA_LIST = METADATA_GET.replace("PartialObjectMetadata;", "PartialObjectMetadataList;")
-#: client-go's discovery client (v0.32-v0.36).
-DISCOVERY = (
-    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
-    "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json"
-)
 
 pytestmark = pytest.mark.loopback_only("asserts the loopback server's exact documents")
 
@@ -43,7 +33,7 @@ def test_partial_object_metadata_get(raw: Raw, apiserver: ApiServer) -> None:
     """The typed ObjectMeta in Go's field order, under meta.k8s.io/v1, and nothing else."""
     stored = _created(apiserver, "a", labels={"x": "1"}, annotations={"y": "2"}, finalizers=["f/g"])
     reply = raw.request(
-        "GET", "/apis/tekton.dev/v1/namespaces/default/pipelineruns/a", headers={"Accept": METADATA_GET}
+        "GET", "/apis/tekton.dev/v1/namespaces/default/pipelineruns/a", headers={"Accept": METADATA_ACCEPT}
     )
     assert reply.status == 200
     assert reply.headers["Content-Type"] == "application/json"
@@ -57,7 +47,7 @@ def test_partial_object_metadata_get(raw: Raw, apiserver: ApiServer) -> None:
     ]  # fmt: skip
     # An unknown object is the same 404 as ever (Kueue reads it as "not found").
     missing = raw.request(
-        "GET", "/apis/tekton.dev/v1/namespaces/default/pipelineruns/b", headers={"Accept": METADATA_GET}
+        "GET", "/apis/tekton.dev/v1/namespaces/default/pipelineruns/b", headers={"Accept": METADATA_ACCEPT}
     )
     assert missing.status == 404 and missing.json["reason"] == "NotFound"
 
@@ -66,7 +56,7 @@ def test_partial_object_metadata_list_and_watch(raw: Raw, apiserver: ApiServer) 
     for name in ("a", "b"):
         _created(apiserver, name)
     path = "/apis/tekton.dev/v1/namespaces/default/pipelineruns"
-    listed = raw.request("GET", path, headers={"Accept": METADATA_LIST}).json
+    listed = raw.request("GET", path, headers={"Accept": METADATA_LIST_ACCEPT}).json
     assert listed["kind"] == "PartialObjectMetadataList" and listed["apiVersion"] == "meta.k8s.io/v1"
     assert listed["metadata"]["resourceVersion"] == str(apiserver.resource_version)
     assert [(i["kind"], i["metadata"]["name"]) for i in listed["items"]] == [
@@ -75,11 +65,11 @@ def test_partial_object_metadata_list_and_watch(raw: Raw, apiserver: ApiServer) 
     ]
     assert all(set(i) == {"kind", "apiVersion", "metadata"} for i in listed["items"])
     # A list asked "as=PartialObjectMetadata" (the object form) gets the next clause: the plain list.
-    plain = raw.request("GET", path, headers={"Accept": METADATA_GET}).json
+    plain = raw.request("GET", path, headers={"Accept": METADATA_ACCEPT}).json
     assert plain["kind"] == "PipelineRunList" and "spec" in plain["items"][0]
     events = [
         json.loads(line)
-        for line in raw.request("GET", f"{path}?watch=true&timeoutSeconds=1", headers={"Accept": METADATA_GET})
+        for line in raw.request("GET", f"{path}?watch=true&timeoutSeconds=1", headers={"Accept": METADATA_ACCEPT})
         .data.decode()
         .splitlines()
     ]
@@ -126,7 +116,7 @@ def test_parse_accept_orders_by_q_and_keeps_order() -> None:
 
 def test_aggregated_discovery(raw: Raw, apiserver: ApiServer) -> None:
     """/api and /apis as apidiscovery.k8s.io/v2, with an ETag that a conditional GET honours."""
-    core = raw.request("GET", "/api", headers={"Accept": DISCOVERY})
+    core = raw.request("GET", "/api", headers={"Accept": DISCOVERY_ACCEPT})
     assert core.status == 200
     assert core.headers["Content-Type"] == "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
     doc = core.json
@@ -136,7 +126,7 @@ def test_aggregated_discovery(raw: Raw, apiserver: ApiServer) -> None:
     assert secrets["responseKind"] == {"group": "", "version": "v1", "kind": "Secret"}
     assert secrets["scope"] == "Namespaced" and "watch" in secrets["verbs"]
 
-    apis = raw.request("GET", "/apis", headers={"Accept": DISCOVERY})
+    apis = raw.request("GET", "/apis", headers={"Accept": DISCOVERY_ACCEPT})
     groups = {g["metadata"]["name"]: g for g in apis.json["items"]}
     assert "tekton.dev" in groups and "kueue.x-k8s.io" in groups
     tekton = groups["tekton.dev"]["versions"][0]
@@ -146,10 +136,13 @@ def test_aggregated_discovery(raw: Raw, apiserver: ApiServer) -> None:
         {"subresource": "status", "responseKind": {"group": "tekton.dev", "version": "v1", "kind": "PipelineRun"},
          "verbs": ["get", "patch", "update"]},
     ]  # fmt: skip
-    again = raw.request("GET", "/apis", headers={"Accept": DISCOVERY, "If-None-Match": apis.headers["ETag"]})
+    again = raw.request("GET", "/apis", headers={"Accept": DISCOVERY_ACCEPT, "If-None-Match": apis.headers["ETag"]})
     assert again.status == 304 and again.data == b""
 
     # Without the aggregated media type: the unaggregated documents, as before.
     legacy = raw.request("GET", "/apis")
     assert legacy.json["kind"] == "APIGroupList"
-    assert raw.request("GET", "/apis/tekton.dev/v1", headers={"Accept": DISCOVERY}).json["kind"] == "APIResourceList"
+    assert (
+        raw.request("GET", "/apis/tekton.dev/v1", headers={"Accept": DISCOVERY_ACCEPT}).json["kind"]
+        == "APIResourceList"
+    )

@@ -22,7 +22,6 @@ encoded ``%2F`` separates segments; ``?watch`` is a watch for any value but ``0`
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -58,26 +57,16 @@ def is_true(value: str | None) -> bool:
     return value is not None and value.lower() in _TRUE
 
 
-def parse_request(method: str, raw_path: str, query: Mapping[str, str] | str) -> RequestInfo:
+def parse_request(method: str, raw_path: str, raw_query: str) -> RequestInfo:
     """Parse a request line; 400 for a malformed escape, 404 for URLs the API does not have, 405 for wrong methods.
 
-    ``query``: the raw query string (read as Go's ``url.ParseQuery`` does), or parsed parameters.
+    ``raw_query``: the query string as sent (read as Go's ``url.ParseQuery`` does).
     """
-    watch = parse_query(query).get("watch") if isinstance(query, str) else _values(query, "watch")
     try:
         decoded = decode_target(raw_path).path
     except TargetError as exc:
         raise bad_request(str(exc)) from None
-    return _parse(method, decoded, go_bool(watch))
-
-
-def _values(query: Mapping[str, str], key: str) -> list[str] | None:
-    getall = getattr(query, "getall", None)
-    if getall is not None:  # a multidict: every value, the first one decides
-        found: list[str] = getall(key, [])
-        return found or None
-    value = query.get(key)
-    return None if value is None else [value]
+    return _parse(method, decoded, go_bool(parse_query(raw_query).get("watch")))
 
 
 @functools.lru_cache(maxsize=4096)

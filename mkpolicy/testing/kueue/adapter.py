@@ -116,6 +116,16 @@ class GenericAdapter:
     identifier: Identifier
     origin: str
 
+    def creation_body(self, local: dict[str, Any], workload: str) -> dict[str, Any]:
+        """What ``SyncJob`` POSTs for ``local``: this version's clone, ``managedBy`` removed,
+        the MultiKueue markers set."""
+        body = clone_for_creation(local, self.version)
+        spec = body.get("spec")
+        if isinstance(spec, dict):
+            spec.pop("managedBy", None)
+        set_multikueue_meta(body, workload, self.origin, self.version, self.identifier)
+        return body
+
     async def is_managed(self, manager: GoClient, namespace: str, name: str) -> tuple[bool, str]:
         """``IsJobManagedByKueue`` (the manager's object, unstructured)."""
         obj = await manager.get(self.gvk, namespace, name, "unstructured")
@@ -150,12 +160,7 @@ class GenericAdapter:
         except ApiStatusError as exc:
             if not exc.not_found:
                 raise
-            clone = clone_for_creation(local, self.version)
-            spec = clone.get("spec")
-            if isinstance(spec, dict):
-                spec.pop("managedBy", None)
-            set_multikueue_meta(clone, workload, self.origin, self.version, self.identifier)
-            await worker.create(self.gvk, namespace, clone, "unstructured")
+            await worker.create(self.gvk, namespace, self.creation_body(local, workload), "unstructured")
             return "created", None
         original = copy.deepcopy(local)
         status = remote.get("status")

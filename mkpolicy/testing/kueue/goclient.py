@@ -355,12 +355,8 @@ class GoClient:
         limiter = self._limiter(kind, gvk)
         if limiter is not None:
             await limiter.wait()
-        query = query_string(params or {})
         headers = self._headers(accept, content_type if body is not None else None)
-        record = Sent(self.target, method, path, query, {k: v for k, v in headers.items() if k != "Authorization"},
-                      body, time.monotonic())  # fmt: skip
-        self.wire.add(record)
-        url = yarl.URL(self.config.server + path + (f"?{query}" if query else ""), encoded=True)
+        record, url = self._send(method, path, query_string(params or {}), headers, body)
         try:
             async with self.session().request(
                 method, url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=self.timeout),
@@ -373,9 +369,22 @@ class GoClient:
                     raise ApiStatusError.from_body(resp.status, raw)
                 return resp.status, dict(resp.headers), raw
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            record.error = f"{type(exc).__name__}: {exc}"
-            self.wire.touch()
-            raise ApiStatusError(0, "", record.error) from None
+            raise self._failed(record, exc) from None
+
+    def _send(
+        self, method: str, path: str, query: str, headers: Mapping[str, str], body: bytes | None
+    ) -> tuple[Sent, yarl.URL]:
+        """The request recorded on the wire (without its credentials), and its URL."""
+        record = Sent(self.target, method, path, query, {k: v for k, v in headers.items() if k != "Authorization"},
+                      body, time.monotonic())  # fmt: skip
+        self.wire.add(record)
+        return record, yarl.URL(self.config.server + path + (f"?{query}" if query else ""), encoded=True)
+
+    def _failed(self, record: Sent, exc: BaseException) -> ApiStatusError:
+        """A transport failure: recorded, and the error Kueue sees (code 0)."""
+        record.error = f"{type(exc).__name__}: {exc}"
+        self.wire.touch()
+        return ApiStatusError(0, "", record.error)
 
     # -- discovery --------------------------------------------------------------------
 
@@ -461,10 +470,12 @@ class GoClient:
         result: dict[str, Any] = json.loads(raw)
         return result
 
-    async def update(self, gvk: Gvk, obj: Mapping[str, Any], kind: ClientKind) -> dict[str, Any]:
-        """``client.Update``: PUT the object."""
+    async def update(
+        self, gvk: Gvk, obj: Mapping[str, Any], kind: ClientKind, sub: str | None = None
+    ) -> dict[str, Any]:
+        """``client.Update`` (``client.Status().Update`` with ``sub="status"``): PUT the object."""
         meta = obj.get("metadata") or {}
-        path = await self.path(gvk, meta.get("namespace"), meta.get("name"))
+        path = await self.path(gvk, meta.get("namespace"), meta.get("name"), sub)
         _, _, raw = await self.request(
             "PUT", path, kind=kind, gvk=gvk, accept=self._accept(kind), body=go_json(obj), content_type=JSON
         )
@@ -521,22 +532,16 @@ class GoClient:
             params["labelSelector"] = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
         if resource_version:
             params["resourceVersion"] = resource_version
-        query = query_string(params)
         headers = self._headers(self._accept(kind), None)
-        record = Sent(self.target, "GET", path, query, {k: v for k, v in headers.items() if k != "Authorization"},
-                      None, time.monotonic())  # fmt: skip
-        self.wire.add(record)
-        url = yarl.URL(self.config.server + path + "?" + query, encoded=True)
+        record, url = self._send("GET", path, query_string(params), headers, None)
         try:
             resp = await self.session().get(
                 url, headers=headers, timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=None),
                 **self._request_kwargs(),
             )  # fmt: skip
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            record.error = f"{type(exc).__name__}: {exc}"
             record.ended = time.monotonic()
-            self.wire.touch()
-            raise ApiStatusError(0, "", record.error) from None
+            raise self._failed(record, exc) from None
         record.status = resp.status
         self.wire.touch()
         if resp.status >= 300:

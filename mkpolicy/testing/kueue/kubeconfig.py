@@ -143,7 +143,8 @@ def _refuse(message: str) -> KubeconfigRefused:
 
 
 def load(data: bytes, *, allow_insecure: bool = False) -> RemoteConfig:
-    """The REST config of ``data`` (a Secret's ``kubeconfig``), or :class:`KubeconfigRefused`.
+    """The REST config of ``data`` (a Secret's ``kubeconfig``, kept as its ``source``), or
+    :class:`KubeconfigRefused`.
 
     ``allow_insecure``: the ``MultiKueueAllowInsecureKubeconfigs`` gate (v0.15-v0.18):
     the rules are skipped; what client-go cannot use is still refused.
@@ -184,12 +185,17 @@ def load(data: bytes, *, allow_insecure: bool = False) -> RemoteConfig:
             raise _refuse("exec plugins are not allowed")
         if user.get("auth-provider"):
             raise _refuse("auth providers are not allowed")
-    return rest
+    return dataclasses.replace(rest, source=data)
 
 
 def _context(config: Mapping[str, Any]) -> dict[str, Any]:
     name = config.get("current-context")
     return _named(config, "contexts", "context").get(str(name), {}) if name else {}
+
+
+def rest_config(config: Mapping[str, Any]) -> RemoteConfig:
+    """The REST config of a parsed kubeconfig without Kueue's rules (the manager's own)."""
+    return _rest_config(config, _named(config, "users", "user"), _named(config, "clusters", "cluster"))
 
 
 def _rest_config(
@@ -292,4 +298,4 @@ def for_secret(secret: Mapping[str, Any] | None, name: str, *, allow_insecure: b
         raw = base64.b64decode(str(data), validate=True)
     except (binascii.Error, ValueError) as exc:
         raise KubeconfigRefused("BadKubeConfig", f'secret "{name}": kubeconfig: {exc}') from None
-    return dataclasses.replace(load(raw, allow_insecure=allow_insecure), source=raw)
+    return load(raw, allow_insecure=allow_insecure)

@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import dataclasses
 import json
 import logging
 import os
@@ -38,7 +37,7 @@ from mkpolicy.testing.kueue import kubeconfig as kc
 from mkpolicy.testing.kueue.adapter import GenericAdapter
 from mkpolicy.testing.kueue.goclient import WORKLOAD, ApiStatusError, GoClient, Gvk, Sent, Wire
 from mkpolicy.testing.kueue.queue import WorkQueue
-from mkpolicy.testing.kueue.reconcile import Reconciler, now_rfc3339
+from mkpolicy.testing.kueue.reconcile import Reconciler, condition, set_condition
 from mkpolicy.testing.kueue.remote import ConnectionState, RemoteClient
 from mkpolicy.testing.kueue.versions import DEFAULT_VERSION, Identifier, KueueVersion
 
@@ -121,11 +120,7 @@ class Kueue:
         if self.settings.identifier == "annotation" and not ver.identifier_gate:
             raise ValueError(f"Kueue {ver.name} has no WorkloadIdentifierAnnotations gate: it writes the label")
         self.identifier: Identifier = self.settings.identifier or ver.default_identifier
-        if isinstance(manager, kc.RemoteConfig):
-            manager_config = manager
-        else:
-            manager_config = kc._rest_config(manager, kc._named(manager, "users", "user"),
-                                             kc._named(manager, "clusters", "cluster"))  # fmt: skip
+        manager_config = manager if isinstance(manager, kc.RemoteConfig) else kc.rest_config(manager)
         self.wire = Wire()
         # controller-runtime's GetConfig disables client-side rate limiting for the manager (QPS -1).
         self.manager = GoClient(manager_config, "manager", self.wire, qps=None, timeout=self.settings.request_timeout)
@@ -262,8 +257,7 @@ class Kueue:
     async def _gc_loop(self) -> None:
         while True:
             await asyncio.sleep(self.settings.gc_interval * self.settings.time_scale)
-            for remote in list(self.remotes.values()):
-                await remote.run_gc(self._local_exists)
+            await self.gc()
 
     async def gc(self) -> None:
         """One garbage collection pass now (as the GC loop runs every ``gc_interval``)."""
@@ -414,38 +408,22 @@ class Kueue:
                 raw = fh.read()
         except OSError as exc:
             raise kc.KubeconfigRefused("BadKubeConfig", f"open {location}: {exc.strerror or exc}") from None
-        return dataclasses.replace(kc.load(raw, allow_insecure=allow), source=raw)
+        return kc.load(raw, allow_insecure=allow)
 
     async def _set_active(self, cluster: dict[str, Any], active: bool, reason: str, message: str) -> None:
         """``updateStatus``: the ``Active`` condition, written when it changes."""
         name = str(cluster["metadata"]["name"])
         self._remote(name).state.set(active, reason, message)
-        conditions = list((cluster.get("status") or {}).get("conditions") or [])
-        current = next((c for c in conditions if c.get("type") == "Active"), None)
+        current = condition(cluster, "Active") or {}
         status = "True" if active else "False"
-        if current and (current.get("status"), current.get("reason"), current.get("message")) == (
-            status,
-            reason,
-            message,
-        ):
+        if (current.get("status"), current.get("reason"), current.get("message")) == (status, reason, message):
             return
-        since = current.get("lastTransitionTime") if current and current.get("status") == status else now_rfc3339()
-        new = {
-            "type": "Active",
-            "status": status,
-            "reason": reason,
-            "message": message,
-            "lastTransitionTime": since,
-            "observedGeneration": cluster["metadata"].get("generation", 0),
-        }
-        others = [c for c in conditions if c.get("type") != "Active"]
-        cluster = {**cluster, "status": {**(cluster.get("status") or {}), "conditions": [*others, new]}}
+        conditions = (cluster.get("status") or {}).get("conditions") or []
+        generation = cluster["metadata"].get("generation", 0)
+        updated = set_condition(conditions, "Active", status, reason, message, generation)
+        cluster = {**cluster, "status": {**(cluster.get("status") or {}), "conditions": updated}}
         try:
-            path = await self.manager.path(MULTIKUEUE_CLUSTER, None, name, "status")
-            await self.manager.request(
-                "PUT", path, kind="typed", gvk=MULTIKUEUE_CLUSTER, accept="application/json, */*",
-                body=json.dumps(cluster).encode(), content_type="application/json",
-            )  # fmt: skip
+            await self.manager.update(MULTIKUEUE_CLUSTER, cluster, "typed", sub="status")
         except ApiStatusError as exc:
             log.debug("MultiKueueCluster %s status: %s", name, exc)
 

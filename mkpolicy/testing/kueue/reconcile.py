@@ -40,7 +40,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mkpolicy.testing.kueue.adapter import MULTIKUEUE_CONTROLLER, GenericAdapter, NotOwned
+from mkpolicy.testing.kueue.adapter import MULTIKUEUE_CONTROLLER, ORIGIN_LABEL, GenericAdapter, NotOwned
 from mkpolicy.testing.kueue.goclient import WORKLOAD, ApiStatusError, Gvk
 from mkpolicy.testing.kueue.remote import RemoteClient
 
@@ -391,19 +391,43 @@ def now_rfc3339() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _set_condition(local: dict[str, Any], kind: str, status: str, reason: str, message: str) -> list[dict[str, Any]]:
-    conditions = [dict(c) for c in (local.get("status") or {}).get("conditions") or [] if c.get("type") != kind]
-    conditions.append({"type": kind, "status": status, "reason": reason or "Unknown", "message": message,
-                       "lastTransitionTime": now_rfc3339(),
-                       "observedGeneration": (local.get("metadata") or {}).get("generation", 0)})  # fmt: skip
-    return conditions
+def set_condition(
+    conditions: list[dict[str, Any]],
+    kind: str,
+    status: str,
+    reason: str,
+    message: str = "",
+    observed_generation: int | None = None,
+) -> list[dict[str, Any]]:
+    """``apimeta.SetStatusCondition`` (apimachinery ``pkg/api/meta/conditions.go``), on a copy:
+    the condition of type ``kind`` updated where it stands, its ``lastTransitionTime`` kept
+    unless its status changes; a new one appended."""
+    out = [dict(c) for c in conditions]
+    new: dict[str, Any] = {"type": kind, "status": status, "reason": reason, "message": message}
+    if observed_generation is not None:
+        new["observedGeneration"] = observed_generation
+    for cond in out:
+        if cond.get("type") == kind:
+            if cond.get("status") != status:
+                cond["lastTransitionTime"] = now_rfc3339()
+            cond.update(new)
+            return out
+    out.append({**new, "lastTransitionTime": now_rfc3339()})
+    return out
+
+
+def _set_condition(obj: dict[str, Any], kind: str, status: str, reason: str, message: str) -> list[dict[str, Any]]:
+    """``obj``'s conditions with ``kind`` set (observed at ``obj``'s generation)."""
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    generation = (obj.get("metadata") or {}).get("generation", 0)
+    return set_condition(conditions, kind, status, reason or "Unknown", message, generation)
 
 
 def _clone_workload(local: dict[str, Any], origin: str) -> dict[str, Any]:
     """``cloneForCreate``: name, namespace, labels (origin added, job-uid removed), annotations, spec."""
     meta = local.get("metadata") or {}
     labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != "kueue.x-k8s.io/job-uid"}
-    labels["kueue.x-k8s.io/multikueue-origin"] = origin
+    labels[ORIGIN_LABEL] = origin
     kept: dict[str, Any] = {"name": meta.get("name"), "namespace": meta.get("namespace"), "labels": labels,
                             "creationTimestamp": None}  # fmt: skip
     if meta.get("annotations"):

@@ -22,60 +22,23 @@ cluster's), never through the sidecar and never through the model's wire.
 from __future__ import annotations
 
 import base64
-import datetime
 import hashlib
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from mkpolicy.testing.kueue.adapter import MULTIKUEUE_CONTROLLER, PREBUILT_WORKLOAD_ANNOTATION, PREBUILT_WORKLOAD_LABEL
-from mkpolicy.testing.kueue.reconcile import RESOURCE_IN_USE
+from mkpolicy.testing.kueue.goclient import WORKLOAD
+from mkpolicy.testing.kueue.reconcile import RESOURCE_IN_USE, now_rfc3339, set_condition
 
-WORKLOAD_API = "kueue.x-k8s.io/v1beta2"
+if TYPE_CHECKING:
+    from mkpolicy.testing.targets import ClusterTarget
 
-
-class Cluster(Protocol):
-    """The direct API of ``ApiServer`` (and of a real cluster's ``RealCluster``)."""
-
-    def create(self, obj: Any, *, namespace: str | None = None) -> dict[str, Any]: ...
-
-    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]: ...
-
-    def update(self, obj: Any, *, subresource: str = "") -> dict[str, Any]: ...
-
-    def patch(
-        self,
-        api_version: str,
-        kind: str,
-        name: str,
-        patch: Any,
-        *,
-        namespace: str | None = None,
-        patch_type: str = "merge",
-        subresource: str = "",
-    ) -> dict[str, Any]: ...
-
-    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Any: ...
-
-    def list(self, api_version: str, kind: str, namespace: str | None = None) -> list[dict[str, Any]]: ...
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+WORKLOAD_API = WORKLOAD.api_version
 
 
 def workload_name(kind: str, name: str, uid: str, group: str) -> str:
     """``GetWorkloadNameForOwnerWithGVK``: ``<kind>-<name>-<5 hex of a sha1>`` (prefix at most 247)."""
     digest = hashlib.sha1(f"{kind}\n{group}\n{name}\n{uid}".encode()).hexdigest()
     return f"{(kind.lower() + '-' + name)[:247]}-{digest[:5]}"
-
-
-def _set(
-    conditions: list[dict[str, Any]], kind: str, status: str, reason: str, message: str = ""
-) -> list[dict[str, Any]]:
-    out = [c for c in conditions if c.get("type") != kind]
-    old = next((c for c in conditions if c.get("type") == kind), None)
-    since = old["lastTransitionTime"] if old and old.get("status") == status else _now()
-    out.append({"type": kind, "status": status, "reason": reason, "message": message, "lastTransitionTime": since})
-    return out
 
 
 def _admission(workload: dict[str, Any], queue: str) -> dict[str, Any]:
@@ -91,7 +54,12 @@ class ManagerKueue:
     """Kueue's core on the manager, driven by the test."""
 
     def __init__(
-        self, cluster: Cluster, *, namespace: str = "kueue-system", check: str = "multikueue", cluster_queue: str = "cq"
+        self,
+        cluster: ClusterTarget,
+        *,
+        namespace: str = "kueue-system",
+        check: str = "multikueue",
+        cluster_queue: str = "cq",
     ) -> None:
         self.cluster = cluster
         self.namespace = namespace
@@ -175,11 +143,11 @@ class ManagerKueue:
         wl = self.cluster.get(WORKLOAD_API, "Workload", name, namespace)
         status = wl.get("status") or {}
         message = f"Quota reserved in ClusterQueue {self.cluster_queue}"
-        conditions = _set(status.get("conditions") or [], "QuotaReserved", "True", "QuotaReserved", message)
+        conditions = set_condition(status.get("conditions") or [], "QuotaReserved", "True", "QuotaReserved", message)
         if any(c.get("type") == "Evicted" for c in conditions):
-            conditions = _set(conditions, "Evicted", "False", "QuotaReserved", "Previously: evicted")
+            conditions = set_condition(conditions, "Evicted", "False", "QuotaReserved", "Previously: evicted")
         checks = [c for c in status.get("admissionChecks") or [] if c.get("name") != self.check]
-        checks.append({"name": self.check, "state": "Pending", "message": "", "lastTransitionTime": _now()})
+        checks.append({"name": self.check, "state": "Pending", "message": "", "lastTransitionTime": now_rfc3339()})
         new = {"conditions": conditions, "admission": _admission(wl, self.cluster_queue), "admissionChecks": checks}
         self.cluster.patch(WORKLOAD_API, "Workload", name, {"status": new}, namespace=namespace, subresource="status")
 
@@ -189,11 +157,11 @@ class ManagerKueue:
         """Eviction and the quota released (``prepareForEviction``, then ``UnsetQuotaReservationWithCondition``)."""
         wl = self.cluster.get(WORKLOAD_API, "Workload", name, namespace)
         status = wl.get("status") or {}
-        conditions = _set(status.get("conditions") or [], "Evicted", "True", reason, message)
-        conditions = _set(conditions, "QuotaReserved", "False", "Pending", message)
-        conditions = _set(conditions, "Admitted", "False", "NoReservation", "The workload has no reservation")
+        conditions = set_condition(status.get("conditions") or [], "Evicted", "True", reason, message)
+        conditions = set_condition(conditions, "QuotaReserved", "False", "Pending", message)
+        conditions = set_condition(conditions, "Admitted", "False", "NoReservation", "The workload has no reservation")
         checks = [
-            c if c.get("state") == "Pending" else {**c, "state": "Pending", "lastTransitionTime": _now()}
+            c if c.get("state") == "Pending" else {**c, "state": "Pending", "lastTransitionTime": now_rfc3339()}
             for c in status.get("admissionChecks") or []
         ]
         new = {
@@ -224,7 +192,7 @@ class ManagerKueue:
 class WorkerKueue:
     """Kueue's core on one worker, driven by the test."""
 
-    def __init__(self, cluster: Cluster, *, cluster_queue: str = "cq") -> None:
+    def __init__(self, cluster: ClusterTarget, *, cluster_queue: str = "cq") -> None:
         self.cluster = cluster
         self.cluster_queue = cluster_queue
 
@@ -233,8 +201,9 @@ class WorkerKueue:
         wl = self.cluster.get(WORKLOAD_API, "Workload", name, namespace)
         finalizers = {"metadata": {"finalizers": [RESOURCE_IN_USE]}}
         self.cluster.patch(WORKLOAD_API, "Workload", name, finalizers, namespace=namespace)
-        conditions = _set((wl.get("status") or {}).get("conditions") or [], "QuotaReserved", "True", "QuotaReserved")
-        conditions = _set(conditions, "Admitted", "True", "Admitted", "The workload is admitted")
+        conditions = (wl.get("status") or {}).get("conditions") or []
+        conditions = set_condition(conditions, "QuotaReserved", "True", "QuotaReserved")
+        conditions = set_condition(conditions, "Admitted", "True", "Admitted", "The workload is admitted")
         new = {"conditions": conditions, "admission": _admission(wl, self.cluster_queue)}
         self.cluster.patch(WORKLOAD_API, "Workload", name, {"status": new}, namespace=namespace, subresource="status")
 
@@ -255,7 +224,7 @@ class WorkerKueue:
 
     def _condition(self, name: str, namespace: str, kind: str, reason: str, message: str) -> None:
         wl = self.cluster.get(WORKLOAD_API, "Workload", name, namespace)
-        conditions = _set((wl.get("status") or {}).get("conditions") or [], kind, "True", reason, message)
+        conditions = set_condition((wl.get("status") or {}).get("conditions") or [], kind, "True", reason, message)
         self.cluster.patch(
             WORKLOAD_API,
             "Workload",
@@ -276,7 +245,7 @@ class WorkerKueue:
         self._condition(name, namespace, "Finished", reason, message)
 
 
-def job_naming(cluster: Cluster, workload: str, namespace: str, api_version: str, kind: str) -> dict[str, Any]:
+def job_naming(cluster: ClusterTarget, workload: str, namespace: str, api_version: str, kind: str) -> dict[str, Any]:
     """The job on ``cluster`` whose prebuilt-workload identifier names ``workload``."""
     for job in cluster.list(api_version, kind, namespace):
         meta = job.get("metadata") or {}

@@ -13,25 +13,22 @@ Worker kubeconfigs are held to Kueue's rules (a refused one raises
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
 import yaml
 
 from mkpolicy.testing.kueue import kubeconfig as kc
-from mkpolicy.testing.kueue.adapter import GenericAdapter, SyncResult, clone_for_creation, set_multikueue_meta
+from mkpolicy.testing.kueue.adapter import ORIGIN_LABEL, GenericAdapter, SyncResult
 from mkpolicy.testing.kueue.goclient import GoClient, Watch, Wire
 from mkpolicy.testing.kueue.model import parse_framework
 from mkpolicy.testing.kueue.versions import DEFAULT_VERSION, Identifier, KueueVersion
 
 
 def _config(kubeconfig: Mapping[str, Any] | bytes, *, rules: bool) -> kc.RemoteConfig:
-    raw = kubeconfig if isinstance(kubeconfig, bytes) else yaml.safe_dump(dict(kubeconfig)).encode()
     if rules:
-        return dataclasses.replace(kc.load(raw), source=raw)
-    doc = yaml.safe_load(raw)
-    return kc._rest_config(doc, kc._named(doc, "users", "user"), kc._named(doc, "clusters", "cluster"))
+        return kc.load(kubeconfig if isinstance(kubeconfig, bytes) else yaml.safe_dump(dict(kubeconfig)).encode())
+    return kc.rest_config(yaml.safe_load(kubeconfig) if isinstance(kubeconfig, bytes) else kubeconfig)
 
 
 class KueueSteps:
@@ -87,15 +84,8 @@ class KueueSteps:
 
     def clone(self, local: dict[str, Any], workload: str) -> dict[str, Any]:
         """The body Kueue POSTs for ``local`` (this version's clone, the MultiKueue markers)."""
-        body = clone_for_creation(local, self.version)
-        spec = body.get("spec")
-        if isinstance(spec, dict):
-            spec.pop("managedBy", None)
-        set_multikueue_meta(body, workload, self.origin, self.version, self.identifier)
-        return body
+        return self.adapter.creation_body(local, workload)
 
     async def watch(self, cluster: str) -> Watch:
         """Kueue's watch of the framework's kind on ``cluster``."""
-        from mkpolicy.testing.kueue.adapter import ORIGIN_LABEL
-
         return await self.workers[cluster].watch(self.adapter.gvk, {ORIGIN_LABEL: self.origin}, "unstructured")
