@@ -1,7 +1,10 @@
 """Developer tools: run mkpolicy's test infrastructure by hand.
 
-  apiserver   a loopback Kubernetes API server (TLS, bearer token) to point kubectl,
-              the kubernetes Python client or the sidecar at
+  apiserver    a loopback Kubernetes API server (TLS, bearer token) to point kubectl,
+               the kubernetes Python client or the sidecar at
+  multikueue   a manager and worker clusters with MultiKueue configured (--real: real
+               etcd, kube-apiserver and Kueue), optionally the sidecar in between
+  build-peers  build the real peers (etcd, kube-apiserver, Kueue) from the peers/ Go modules
 
 Run 'mkpolicy dev TOOL --help' for the options of a tool.
 """
@@ -85,6 +88,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="create this namespace at start (besides default, kube-system, kube-public, kube-node-lease); repeatable",
     )
+    from mkpolicy.cli import dev_multikueue
+
+    dev_multikueue.configure(sub)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -92,10 +98,15 @@ def run(args: argparse.Namespace) -> int:
     if args.dev_command is None:
         args._dev_parser.print_help(sys.stderr)
         return 2
+    if args.dev_command in ("multikueue", "build-peers"):
+        from mkpolicy.cli import dev_multikueue
+
+        return dev_multikueue.multikueue(args) if args.dev_command == "multikueue" else dev_multikueue.build_peers(args)
     return _apiserver(args)
 
 
-def _crd_files(paths: list[str]) -> list[str]:
+def crd_files(paths: list[str]) -> list[str]:
+    """The CRD files ``paths`` name: files as given, directories as their ``*.yaml``/``*.yml``."""
     import os
 
     files: list[str] = []
@@ -124,7 +135,7 @@ def _apiserver(args: argparse.Namespace) -> int:
     try:
         server = ApiServer(
             args.name,
-            crds=_crd_files(args.crd),
+            crds=crd_files(args.crd),
             bundled=args.bundled,
             port=args.port,
             token=args.token,

@@ -1,0 +1,100 @@
+"""``mkpolicy sidecar --wire`` as a child process, between a manager and its workers.
+
+The sidecar reads each worker's kubeconfig from its MultiKueueCluster Secret
+(``<worker>-secret`` in ``kueue-system``) and points the Secret at its own endpoint.
+Ports and the state folder (CA, tokens) are fixed at the first start, so a restart
+serves the same endpoints with the same credentials, as a restarted sidecar container
+does in production.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import yaml
+
+from mkpolicy.testing.peers.pki import write_private
+from mkpolicy.testing.peers.processes import Process, free_port, wait_until
+
+KUEUE_NAMESPACE = "kueue-system"
+#: Generous: the sidecar compiles the policies and reads the Secrets before it is ready.
+READY_TIMEOUT = 60.0
+
+
+class Manager(Protocol):
+    """What the sidecar needs of the manager cluster (a loopback ``ApiServer`` or a ``KubeCluster``'s admin)."""
+
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]: ...
+
+
+def http_ok(url: str) -> bool:
+    """Whether ``url`` answers 200 (plain HTTP)."""
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return bool(resp.status == 200)
+
+
+class SidecarProcess:
+    """The sidecar for ``workers``, its files in ``folder``; :meth:`start` waits until the Secrets are wired."""
+
+    def __init__(self, folder: Path, manager: Manager, manager_kubeconfig: Path, workers: Sequence[str],
+                 policies: Path, *, kueue_version: str | None = None) -> None:  # fmt: skip
+        self.folder = folder
+        self.manager = manager
+        self.ports = {w: free_port() for w in workers}
+        self.ops_port = free_port()
+        config: dict[str, Any] = {
+            "apiVersion": "mkpolicy.io/v1alpha1",
+            "kind": "SidecarConfig",
+            "listen": {"address": "127.0.0.1"},
+            "ops": {"address": "127.0.0.1", "port": self.ops_port},
+            "manager": {"kubeconfig": str(manager_kubeconfig), "namespace": KUEUE_NAMESPACE},
+            "workers": [{"name": w, "port": port, "kubeconfig": {"secret": {"name": f"{w}-secret"}},
+                         "wireSecret": f"{w}-secret"} for w, port in self.ports.items()],
+            "state": {"dir": str(folder / "state")},
+            "reload": {"intervalSeconds": 1},
+            "shutdown": {"gracePeriodSeconds": 2},
+        }  # fmt: skip
+        if kueue_version:
+            config["kueue"] = {"version": kueue_version.lstrip("v")}
+        self.config_file = write_private(folder / "config.yaml", yaml.safe_dump(config).encode())
+        self.process = Process("mkpolicy sidecar", [
+            sys.executable, "-m", "mkpolicy", "sidecar", "--policies", str(policies),
+            "--config", str(self.config_file), "--wire",
+        ], folder / "sidecar.log", env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+
+    def endpoint(self, worker: str) -> str:
+        """The URL Kueue reaches ``worker`` at."""
+        return f"https://127.0.0.1:{self.ports[worker]}"
+
+    def start(self) -> SidecarProcess:
+        """Start it; wait for ``/readyz`` and for every Secret to point at the sidecar."""
+        self.process.start()
+        wait_until(self.process, lambda: http_ok(f"http://127.0.0.1:{self.ops_port}/readyz"),
+                   "the sidecar's /readyz", READY_TIMEOUT)  # fmt: skip
+        wait_until(self.process, self.wired, "the MultiKueueCluster Secrets wired to the sidecar", READY_TIMEOUT)
+        return self
+
+    def wired(self) -> bool:
+        """Whether every worker's Secret holds the sidecar's endpoint."""
+        for worker in self.ports:
+            secret = self.manager.get("v1", "Secret", f"{worker}-secret", KUEUE_NAMESPACE)
+            kubeconfig = yaml.safe_load(base64.b64decode(secret["data"]["kubeconfig"]))
+            if kubeconfig["clusters"][0]["cluster"]["server"] != self.endpoint(worker):
+                return False
+        return True
+
+    def restart(self) -> None:
+        """Stop and start again (same ports, same state)."""
+        self.process.stop()
+        self.start()
+
+    def stop(self) -> None:
+        """SIGTERM (the sidecar drains), SIGKILL after 10 s."""
+        self.process.stop()
