@@ -1,5 +1,6 @@
 """Shared fixtures: repository paths, JSON snapshots, and the loopback API server fixtures
-(``apiserver``, ``apiserver_factory``, ``multikueue_clusters`` from mkpolicy.testing.fixtures)."""
+(``apiserver``, ``apiserver_factory``, ``multikueue_clusters`` from mkpolicy.testing.fixtures) and the
+real-peer fixtures (``real_kube``, ``real_multikueue``, ``real_namespace`` from mkpolicy.testing.peers.fixtures)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 from syrupy.extensions.json import JSONSnapshotExtension
 
-pytest_plugins = ["mkpolicy.testing.fixtures"]
+pytest_plugins = ["mkpolicy.testing.fixtures", "mkpolicy.testing.peers.fixtures"]
 
 ROOT = Path(__file__).resolve().parent.parent
 #: ``../shared`` beside the clone (CI provides it); some tests skip without it.

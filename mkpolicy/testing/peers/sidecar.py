@@ -90,6 +90,20 @@ class SidecarProcess:
                 return False
         return True
 
+    def metric(self, name: str, **labels: str) -> float:
+        """A sample of the sidecar's ``/metrics`` (0 when absent)."""
+        import urllib.request
+
+        from prometheus_client.parser import text_string_to_metric_families
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.ops_port}/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                    return float(sample.value)
+        return 0.0
+
     def restart(self) -> None:
         """Stop and start again (same ports, same state)."""
         self.process.stop()

@@ -1,0 +1,99 @@
+"""The peer builder: go build into the version-keyed cache, once under a lock, go's output quoted on failure.
+
+These build a tiny Go module of the test's own (a second or two with a warm Go cache), not the
+real peers: the real ones are built (and their flags checked) by tests/peers.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from mkpolicy.testing.peers import build
+
+pytestmark = pytest.mark.timeout(300)
+
+MAIN = """\
+package main
+
+import "fmt"
+
+var version = "unset"
+
+func main() { fmt.Println("tiny", version) }
+"""
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    if build.go_binary() is None:
+        pytest.skip("no Go toolchain (go is not on PATH)")
+    monkeypatch.setenv("MKPOLICY_PEERS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("GOFLAGS", "-mod=mod")
+    return tmp_path / "cache"
+
+
+def tiny(tmp_path: Path, source: str = MAIN, version: str = "v1.2.3") -> build.Peer:
+    module = tmp_path / "tiny"
+    module.mkdir(exist_ok=True)
+    (module / "go.mod").write_text("module example.test/tiny\n\ngo 1.26.0\n")
+    (module / "main.go").write_text(source)
+    # an absolute module path: Peer.module is joined onto the checkout's peers/ folder
+    return build.Peer("tiny", version, str(module), ".", "tiny", ("-s", "-w", f"-X main.version={version}"))
+
+
+def test_builds_into_the_cache_with_the_ldflags(tmp_path: Path, cache: Path) -> None:
+    lines: list[str] = []
+    paths = build.ensure([tiny(tmp_path)], log=lines.append)
+    assert paths == {"tiny-v1.2.3": cache / "tiny-v1.2.3" / "tiny"}
+    assert subprocess.run([paths["tiny-v1.2.3"]], capture_output=True, text=True).stdout == "tiny v1.2.3\n"
+    assert lines[0].startswith("building tiny-v1.2.3: go build . in ")
+    assert any(line.startswith("built tiny-v1.2.3 in ") for line in lines)
+    # cached: nothing is built again
+    lines.clear()
+    assert build.ensure([tiny(tmp_path)], log=lines.append) == paths
+    assert lines == []
+
+
+def test_parallel_callers_build_once(tmp_path: Path) -> None:
+    lines: list[str] = []
+    peer = tiny(tmp_path)
+    threads = [threading.Thread(target=build.ensure, args=([peer],), kwargs={"log": lines.append}) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sum(line.startswith("building ") for line in lines) == 1
+
+
+def test_a_failed_build_quotes_go_and_leaves_nothing(tmp_path: Path, cache: Path) -> None:
+    peer = tiny(tmp_path, MAIN.replace("fmt.Println", "fmt.Printn"))
+    with pytest.raises(build.PeerBuildError) as info:
+        build.ensure([peer], log=lambda _: None)
+    message = info.value.message
+    assert message.startswith("go build of tiny-v1.2.3 failed (exit 1) in ")
+    assert "go's last lines:" in message and "Printn" in message
+    assert not (cache / "tiny-v1.2.3").exists() or list((cache / "tiny-v1.2.3").iterdir()) == []
+
+
+def test_a_missing_module_is_named(tmp_path: Path) -> None:
+    peer = build.Peer("ghost", "v0", str(tmp_path / "nowhere"), ".", "ghost")
+    with pytest.raises(build.PeerBuildError, match=r"no Go module at .*nowhere \(expected go.mod and go.sum\)"):
+        build.ensure([peer], log=lambda _: None)
+
+
+def test_the_checkout_has_a_module_per_peer() -> None:
+    for peer in build.all_peers():
+        assert (build.modules_dir() / peer.module / "go.mod").is_file(), peer
+        assert (build.modules_dir() / peer.module / "go.sum").is_file(), peer
+    assert build.known_kueue_versions() == list(build.KUEUE_VERSIONS)
+
+
+def test_kube_apiserver_gets_the_version_ldflags() -> None:
+    flags = build.kube_apiserver("v1.36.3").ldflags
+    assert "-X k8s.io/component-base/version.gitVersion=v1.36.3" in flags
+    assert "-X k8s.io/component-base/version.gitMinor=36" in flags
+    assert "-X k8s.io/client-go/pkg/version.gitVersion=v1.36.3" in flags
