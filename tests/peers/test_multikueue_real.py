@@ -175,6 +175,26 @@ class Scenario:
         self.worker(cluster).patch(*WL, workload, [{"op": "add", "path": "/status/conditions/-", "value": finished}],
                                    namespace=self.ns, patch_type="json", subresource="status")  # fmt: skip
 
+    def release_quota(self, workload: str) -> None:
+        """The integration's answer to an eviction on the manager: the job stopped, the Workload's quota
+        released (jobframework ``reconciler.go``, "handle eviction": ``SetRequeuedCondition``,
+        ``UnsetQuotaReservationWithCondition(wl, "Pending", ...)``, the Admitted condition synced)."""
+        wl = self.manager().get(*WL, workload, self.ns)
+        evicted = condition(wl, "Evicted")
+        now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        generation = wl["metadata"]["generation"]
+        changed = {
+            "QuotaReserved": {"status": "False", "reason": "Pending", "message": evicted["message"]},
+            "Admitted": {"status": "False", "reason": "NoReservationUnsatisfiedChecks",
+                         "message": "The workload has no reservation and not all checks ready"},
+            "Requeued": {"status": "False", "reason": evicted["reason"], "message": evicted["message"]},
+        }  # fmt: skip
+        conditions = [c for c in wl["status"]["conditions"] if c["type"] not in changed]
+        for kind, fields in changed.items():
+            conditions.append({"type": kind, **fields, "observedGeneration": generation, "lastTransitionTime": now})
+        patch = {"status": {"admission": None, "conditions": conditions}}
+        self.manager().patch(*WL, workload, patch, namespace=self.ns, subresource="status")
+
     def nothing_left(self, name: str, workload: str, cluster: str) -> None:
         """No copy and no remote Workload on ``cluster``."""
         eventually(lambda: not exists(self.mk.workers[cluster], self.ns, PR, name), f"no copy of {name} on {cluster}")
@@ -242,6 +262,7 @@ def test_eviction_and_redispatch(scenario: Scenario) -> None:
         s.manager().patch(*WL, wl, {"spec": {"active": False}}, namespace=s.ns)
         eventually(lambda: condition(s.manager().get(*WL, wl, s.ns), "Evicted").get("status") == "True",
                    "the manager's Workload evicted")  # fmt: skip
+        s.release_quota(wl)
         s.nothing_left("build", wl, "worker1")
 
         s.manager().patch(*WL, wl, {"spec": {"active": True}}, namespace=s.ns)
