@@ -228,14 +228,23 @@ class ControlPlane:
 
     def add_cluster(self, name: str) -> KubeCluster:
         """Start a kube-apiserver for cluster ``name`` and wait until it is ready."""
-        if name in self.clusters:
-            raise ValueError(f"cluster {name!r} exists")
-        cluster = KubeCluster(self, name)
-        self.clusters[name] = cluster
+        return self.add_clusters([name])[0]
+
+    def add_clusters(self, names: Iterable[str]) -> list[KubeCluster]:
+        """Start a kube-apiserver per name (all at once: they start in parallel), wait until each is ready."""
         started = time.monotonic()
-        cluster.start()
-        self.log(f"kube-apiserver {name} ready at {cluster.url} ({time.monotonic() - started:.1f}s)")
-        return cluster
+        clusters = []
+        for name in names:
+            if name in self.clusters:
+                raise ValueError(f"cluster {name!r} exists")
+            cluster = KubeCluster(self, name)
+            self.clusters[name] = cluster
+            cluster.process.start()
+            clusters.append(cluster)
+        for cluster in clusters:
+            wait_until(cluster.process, cluster.readyz, f"{cluster.url}/readyz", READY_TIMEOUT)
+            self.log(f"kube-apiserver {cluster.name} ready at {cluster.url} ({time.monotonic() - started:.1f}s)")
+        return clusters
 
     def stop(self) -> None:
         """Stop every server, then etcd; remove the run folder when it is ours."""

@@ -35,6 +35,7 @@ adapter only dispatches it), and nothing runs the job on a worker: tests play bo
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import json
 import secrets
 import time
@@ -282,22 +283,28 @@ class RealMultiKueue:
         self._step("etcd", began)
         started = time.monotonic()
         names = ["manager", *self.worker_names]
-        clusters = [self.plane.add_cluster(name) for name in names]
+        clusters = self.plane.add_clusters(names)
         self._step("kube-apiservers", started)
         started = time.monotonic()
         crds = self._crds(module)
         pki = self.plane.pki
         ensure_metrics_cert(pki.serving.cert_pem, pki.serving.key_pem)
         binary = self.plane.binaries[f"kueue-{self.kueue_version}"]
+        manifests = module / "config" / "components" / "webhook" / "manifests.yaml"
         for cluster in clusters:
+            self.kueues[cluster.name] = KueueInstance(cluster, binary, self.frameworks,
+                                                      manager=cluster.name == "manager",
+                                                      log_level=self.kueue_log_level)  # fmt: skip
+
+        def install(cluster: KubeCluster) -> None:
             cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KUEUE_NAMESPACE}})
             cluster.install_crds(crds)
-            instance = KueueInstance(cluster, binary, self.frameworks, manager=cluster.name == "manager",
-                                     log_level=self.kueue_log_level)  # fmt: skip
-            self.kueues[cluster.name] = instance
-            for hook in url_webhooks(module / "config" / "components" / "webhook" / "manifests.yaml",
-                                     instance.webhook_port, pki.ca.cert_pem):  # fmt: skip
+            for hook in url_webhooks(manifests, self.kueues[cluster.name].webhook_port, pki.ca.cert_pem):
                 cluster.apply(hook)
+
+        with concurrent.futures.ThreadPoolExecutor(len(clusters)) as pool:  # (each server works on its own)
+            for future in [pool.submit(install, cluster) for cluster in clusters]:
+                future.result()
         self._step("CRDs and webhooks", started)
         started = time.monotonic()
         for instance in self.kueues.values():  # (all at once: they start in parallel)

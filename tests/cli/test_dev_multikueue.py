@@ -1,0 +1,117 @@
+"""``mkpolicy dev multikueue``: a manager and workers with MultiKueue configured, until interrupted.
+
+The loopback form runs everywhere; ``--real`` (real etcd, kube-apiservers and Kueue) needs Go,
+like every real-peer test (docs/testing.md).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mkpolicy.testing.kubectl import Kubectl
+from mkpolicy.testing.peers import build
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def policies(tmp: Path) -> Path:
+    folder = tmp / "policies"
+    folder.mkdir()
+    shutil.copy(ROOT / "policies" / "tekton-pipelinerun.yaml", folder)
+    shutil.copytree(ROOT / "schemas", tmp / "schemas")
+    return folder
+
+
+def started(proc: subprocess.Popen[str]) -> Iterator[str]:
+    """stdout lines until 'press Ctrl-C to stop' (the command is up)."""
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        yield line.rstrip("\n")
+        if line.startswith("press Ctrl-C"):
+            return
+    raise AssertionError(f"exited {proc.wait()} before it was up:\n{proc.stderr.read() if proc.stderr else ''}")
+
+
+def interrupted(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    return out, err
+
+
+def launch(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "mkpolicy", "dev", "multikueue", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+@pytest.mark.timeout(120)
+def test_loopback_with_the_sidecar_wired(tmp_path: Path) -> None:
+    out_dir = tmp_path / "kubeconfigs"
+    proc = launch("--workers", "2", "--policies", str(policies(tmp_path)), "--kubeconfig-dir", str(out_dir))
+    try:
+        lines = list(started(proc))
+        assert f"manager: {out_dir / 'manager.kubeconfig'}" in lines
+        assert f"worker2: {out_dir / 'worker2.kubeconfig'}" in lines
+        kubectl = Kubectl.for_kubeconfig(out_dir / "manager.kubeconfig", tmp_path)
+        if kubectl is None:
+            pytest.skip("kubectl is not installed")
+        secret = kubectl.json("get", "secret", "-n", "kueue-system", "worker1-secret")
+        kubeconfig = yaml.safe_load(base64.b64decode(secret["data"]["kubeconfig"]))
+        worker1 = yaml.safe_load((out_dir / "worker1.kubeconfig").read_text())
+        # --wire pointed the MultiKueueCluster Secret at the sidecar, not at the worker
+        assert kubeconfig["clusters"][0]["cluster"]["server"] != worker1["clusters"][0]["cluster"]["server"]
+        assert [m["metadata"]["name"] for m in kubectl.json("get", "multikueueclusters")["items"]] == [
+            "worker1", "worker2"]  # fmt: skip
+    finally:
+        out, _ = interrupted(proc)
+    assert out.rstrip().endswith("stopped")
+    assert list(out_dir.iterdir()) == []  # the kubeconfigs pointed at servers that are gone
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--workers", "0"], "--workers must be at least 1, found 0"),
+    (["--crd", "/nonexistent.yaml"], "/nonexistent.yaml: no such file or directory"),
+    (["--policies", "/nonexistent"], "/nonexistent: no such file or directory"),
+], ids=["no-workers", "missing-crd", "missing-policies"])  # fmt: skip
+def test_bad_options_exit_2(args: list[str], message: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "mkpolicy", "dev", "multikueue", *args],
+                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert proc.returncode == 2
+    assert message in proc.stderr
+
+
+@pytest.mark.real_peers
+@pytest.mark.timeout(1800)  # (a cold first run builds the peers)
+def test_real_multikueue_until_interrupted(tmp_path: Path) -> None:
+    """One worker, real Kueue: the MultiKueueCluster is Active; Ctrl-C stops every process and removes the files."""
+    if build.go_binary() is None:
+        pytest.skip("no Go toolchain ('go' is not on PATH): --real builds etcd, kube-apiserver and Kueue with it")
+    out_dir = tmp_path / "kubeconfigs"
+    proc = launch("--real", "--workers", "1", "--kubeconfig-dir", str(out_dir))
+    try:
+        lines = list(started(proc))
+        [up] = [line for line in lines if line.startswith("MultiKueue on real peers")]
+        run_dir = Path(re.sub(r".*; logs in ", "", up))
+        assert run_dir.is_dir()
+        kubectl = Kubectl.for_kubeconfig(out_dir / "manager.kubeconfig", tmp_path)
+        if kubectl is None:
+            pytest.skip("kubectl is not installed")
+        cluster = kubectl.json("get", "multikueuecluster", "worker1")
+        assert [c["status"] for c in cluster["status"]["conditions"] if c["type"] == "Active"] == ["True"]
+        assert json.loads(kubectl.run("version", "-o", "json").stdout)["serverVersion"]["gitVersion"] == "v1.36.3"
+    finally:
+        out, _ = interrupted(proc)
+    assert out.rstrip().endswith("stopped")
+    assert not run_dir.exists()
+    assert list(out_dir.iterdir()) == []
