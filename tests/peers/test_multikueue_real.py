@@ -234,8 +234,14 @@ def scenario(real_multikueue: RealMultiKueue, real_namespace: str, tmp_path: Pat
 def test_dispatch_status_and_finish(scenario: Scenario) -> None:
     """Dispatch to the worker with quota, status write-back through the policy, finish and clean-up."""
     s = scenario
+    sidecar = s.mk.sidecar
+    assert sidecar is not None
+    created = {"cluster": "worker1", "policy": "tekton-pipelinerun", "verb": "create", "code": "201"}
+    before = sidecar.metric("mkpolicy_sidecar_requests_total", **created)
     wl = s.submit("build")
     s.copy_created("build", wl, "worker1")
+    # Kueue's creation went through the sidecar (its Secrets never held the workers' own kubeconfigs)
+    assert sidecar.metric("mkpolicy_sidecar_requests_total", **created) == before + 1
     s.admitted_on(wl, "worker1")
     # worker2 never admits (no quota): MultiKueue removes its remote Workload; no copy there
     s.nothing_left("build", wl, "worker2")

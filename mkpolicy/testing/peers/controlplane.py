@@ -93,8 +93,12 @@ class KubeCluster:
         return self.plane.pki.kubeconfig(cluster or self.name, self.url, namespace)
 
     def write_kubeconfig(self, path: str | os.PathLike[str], **kwargs: Any) -> Path:
-        """Write :meth:`kubeconfig` to ``path`` (mode 0600)."""
-        return write_private(Path(path), json.dumps(self.kubeconfig(**kwargs), indent=2).encode())
+        """Write :meth:`kubeconfig` to ``path`` (YAML, mode 0600)."""
+        from mkpolicy.kube.kubeconfig import write_kubeconfig
+
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        write_kubeconfig(os.fspath(path), self.kubeconfig(**kwargs))
+        return Path(path)
 
     @property
     def connection(self) -> Connection:

@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from mkpolicy.kube.certs import KeyPair, make_ca, make_serving_cert
+from mkpolicy.kube.kubeconfig import make_kubeconfig
 
 #: Names every serving certificate holds: loopback, and Kueue's webhook Service name.
 SERVING_HOSTS = ["127.0.0.1", "localhost", "kueue-webhook-service.kueue-system.svc"]
@@ -103,16 +104,7 @@ class Pki:
 
     def kubeconfig(self, name: str, server: str, namespace: str | None = None) -> dict[str, Any]:
         """An admin kubeconfig for ``server``: CA, client certificate and key as data."""
-        context: dict[str, Any] = {"cluster": name, "user": name}
-        if namespace:
-            context["namespace"] = namespace
-        return {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": name, "cluster": {"server": server,
-                                                    "certificate-authority-data": _b64(self.ca.cert_pem)}}],
-            "users": [{"name": name, "user": {"client-certificate-data": _b64(self.admin.cert_pem),
-                                              "client-key-data": _b64(self.admin.key_pem)}}],
-            "contexts": [{"name": name, "context": context}],
-            "current-context": name,
-        }  # fmt: skip
+        config = make_kubeconfig(server, self.ca.cert_pem, "", cluster=name, user=name, namespace=namespace)
+        config["users"] = [{"name": name, "user": {"client-certificate-data": _b64(self.admin.cert_pem),
+                                                   "client-key-data": _b64(self.admin.key_pem)}}]  # fmt: skip
+        return config
