@@ -14,6 +14,10 @@
 
 With no Go toolchain the fixtures skip, saying so. With Go, nothing skips: a peer that
 cannot be built or started is an error quoting go's output or the peer's log.
+
+Missing binaries are built once collection is done, before any test runs, when a test
+marked ``real_peers`` is selected (a cold build takes far longer than a test's timeout):
+progress is shown on the terminal; a failed build fails those tests, not the session.
 """
 
 from __future__ import annotations
@@ -37,6 +41,33 @@ def require_go() -> None:
         pytest.skip(NO_GO)
 
 
+_BUILD_ERROR: list[build.PeerBuildError] = []
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Build the peers the selected ``real_peers`` tests need, outside any test's timeout."""
+    if build.go_binary() is None or not any(i.get_closest_marker("real_peers") for i in session.items):
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+
+    def show(line: str) -> None:
+        if reporter is not None:
+            reporter.write_line(f"[peers] {line}")
+
+    try:
+        build.ensure(build.all_peers(), log=show)
+    except build.PeerBuildError as exc:
+        show(exc.message)
+        _BUILD_ERROR.append(exc)
+
+
+def require_peers() -> None:
+    """Skip without Go; fail (the build's error) when the peers could not be built."""
+    require_go()
+    if _BUILD_ERROR:
+        raise _BUILD_ERROR[0]
+
+
 def _log(line: str) -> None:
     # Shown with -s, and in the captured output of a failing test (builds take minutes).
     print(f"[peers] {line}", flush=True)
@@ -45,7 +76,7 @@ def _log(line: str) -> None:
 @pytest.fixture(scope="session")
 def real_kube() -> Iterator[KubeCluster]:
     """A real kube-apiserver (and its etcd) for the whole session."""
-    require_go()
+    require_peers()
     with ControlPlane(log=_log) as plane:
         yield plane.add_cluster("kube")
 
@@ -65,7 +96,7 @@ def real_multikueue_policies(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session", params=build.KUEUE_VERSIONS, ids=[f"kueue-{v}" for v in build.KUEUE_VERSIONS])
 def real_multikueue(request: pytest.FixtureRequest, real_multikueue_policies: Path) -> Iterator[RealMultiKueue]:
     """A manager and two workers with real Kueue at the version of the parameter, the sidecar in between."""
-    require_go()
+    require_peers()
     mk = RealMultiKueue(2, kueue_version=request.param, quota={"worker1": "8", "worker2": "0"},
                         policies=real_multikueue_policies, log=_log)  # fmt: skip
     with mk:
