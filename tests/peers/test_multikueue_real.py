@@ -350,3 +350,36 @@ def test_worker_api_server_stopped_and_restarted(scenario: Scenario) -> None:
     eventually(lambda: condition(s.manager().get(*WL, wl, s.ns), "Finished").get("status") == "True",
                "the manager's Workload finished")  # fmt: skip
     s.nothing_left("build", wl, "worker1")
+
+
+def test_sidecar_restart(scenario: Scenario) -> None:
+    """The sidecar restarts while a job runs (same ports, same state folder, as a restarted container):
+    Kueue's connections through it end, Kueue reconnects, and status write-back and finish go on."""
+    s = scenario
+    wl = s.submit("build")
+    s.copy_created("build", wl, "worker1")
+    s.admitted_on(wl, "worker1")
+    s.mk.restart_sidecar()
+    s.status_written("build", wl, "worker1", 2)
+    s.finish(wl, "worker1")
+    eventually(lambda: condition(s.manager().get(*WL, wl, s.ns), "Finished").get("status") == "True",
+               "the manager's Workload finished")  # fmt: skip
+    s.nothing_left("build", wl, "worker1")
+    for worker in ("worker1", "worker2"):
+        cluster = s.manager().get(KUEUE_API, "MultiKueueCluster", worker)
+        assert condition(cluster, "Active").get("status") == "True", cluster
+
+
+def test_deleted_job_leaves_no_copy(scenario: Scenario) -> None:
+    """The user deletes the job on the manager; the integration lets its Workload go (finalizer
+    removed, Workload deleted; no controller-manager runs to collect it by owner). MultiKueue
+    removes the worker's copy and remote Workload (at once from its cache of deleted Workloads,
+    else by its garbage collector, ``gcInterval`` 30 s here)."""
+    s = scenario
+    wl = s.submit("build")
+    s.copy_created("build", wl, "worker1")
+    s.admitted_on(wl, "worker1")
+    s.manager().delete(*PR, "build", s.ns)
+    s.manager().patch(*WL, wl, {"metadata": {"finalizers": None}}, namespace=s.ns)
+    s.manager().delete(*WL, wl, s.ns)
+    s.nothing_left("build", wl, "worker1")
