@@ -17,11 +17,14 @@ cannot be built or started is an error quoting go's output or the peer's log.
 
 Missing binaries are built once collection is done, before any test runs, when a test
 marked ``real_peers`` is selected (a cold build takes far longer than a test's timeout):
-progress is shown on the terminal; a failed build fails those tests, not the session.
+progress is shown on the terminal (under pytest-xdist a worker builds, silently: run
+``mkpolicy dev build-peers`` first to watch it); a failed build fails those tests, not the
+session. Tests marked ``real_peers`` run in one pytest-xdist worker.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,6 +45,16 @@ def require_go() -> None:
 
 
 _BUILD_ERROR: list[build.PeerBuildError] = []
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``--dist loadgroup``) every ``real_peers`` test runs in one worker:
+    they share the session's peers instead of each worker starting its own."""
+    if importlib.util.find_spec("xdist") is None:
+        return
+    for item in items:
+        if item.get_closest_marker("real_peers") is not None:
+            item.add_marker(pytest.mark.xdist_group("real-peers"))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
