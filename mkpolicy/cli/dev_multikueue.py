@@ -65,8 +65,6 @@ built or started, 2 for a bad option.
 
 def configure(sub: Any) -> None:
     """Add ``multikueue`` and ``build-peers`` to ``mkpolicy dev``."""
-    from mkpolicy.testing.peers.build import KUEUE_VERSION, KUEUE_VERSIONS
-
     mk = sub.add_parser(
         "multikueue",
         help="run a manager and worker clusters with MultiKueue configured (--real: real Kueue)",
@@ -85,9 +83,9 @@ def configure(sub: Any) -> None:
     mk.add_argument("--kubeconfig-dir", metavar="DIR",
                     help="where to write manager.kubeconfig, worker1.kubeconfig, ... (default: a temporary folder, "
                     "removed at exit)")  # fmt: skip
-    mk.add_argument("--kueue-version", default=KUEUE_VERSION, metavar="V",
-                    help=f"Kueue version with --real (default {KUEUE_VERSION}; the tests run "
-                    f"{', '.join(KUEUE_VERSIONS)})")  # fmt: skip
+    mk.add_argument("--kueue-version", metavar="V",
+                    help="Kueue version with --real: one with a module in peers/ (default: the newest; "
+                    "'mkpolicy dev build-peers' lists them)")  # fmt: skip
     bp = sub.add_parser(
         "build-peers",
         help="build etcd, kube-apiserver and Kueue from the peers/ Go modules into the cache",
@@ -96,7 +94,7 @@ def configure(sub: Any) -> None:
         "binary's path. A cold build takes 10-20 minutes on 2 cores; cached binaries are reused.",
     )
     bp.add_argument("--kueue-version", action="append", default=[], metavar="V",
-                    help=f"a Kueue version to build (default: {', '.join(KUEUE_VERSIONS)}); repeatable")  # fmt: skip
+                    help="a Kueue version to build (default: every version the tests run); repeatable")  # fmt: skip
 
 
 def build_peers(args: argparse.Namespace) -> int:
@@ -150,6 +148,13 @@ def multikueue(args: argparse.Namespace) -> int:
         if not Path(path).exists():
             error(f"{path}: no such file or directory")
             return EXIT_USAGE
+    if args.real and args.kueue_version:
+        from mkpolicy.testing.peers import build
+
+        known = build.known_kueue_versions()
+        if build.normalize_kueue_version(args.kueue_version) not in known:
+            error(f"--kueue-version {args.kueue_version}: no module for it in peers/; expected one of {', '.join(known)}")
+            return EXIT_USAGE
     frameworks = args.framework or ["PipelineRun.v1.tekton.dev"]
     try:
         with _kubeconfig_dir(args.kubeconfig_dir) as out:
@@ -169,10 +174,11 @@ def _print_kubeconfigs(files: dict[str, Path]) -> None:
 
 
 def _real(args: argparse.Namespace, frameworks: list[str], out: Path) -> int:
+    from mkpolicy.testing.peers.build import KUEUE_VERSION
     from mkpolicy.testing.peers.multikueue import RealMultiKueue
 
     started = time.monotonic()
-    mk = RealMultiKueue(args.workers, kueue_version=args.kueue_version, frameworks=frameworks,
+    mk = RealMultiKueue(args.workers, kueue_version=args.kueue_version or KUEUE_VERSION, frameworks=frameworks,
                         policies=Path(args.policies) if args.policies else None,
                         crds=[Path(c) for c in args.crd], kubeconfig_dir=out, log=_log)  # fmt: skip
     with mk:
