@@ -153,7 +153,8 @@ def multikueue(args: argparse.Namespace) -> int:
 
         known = build.known_kueue_versions()
         if build.normalize_kueue_version(args.kueue_version) not in known:
-            error(f"--kueue-version {args.kueue_version}: no module for it in peers/; expected one of {', '.join(known)}")
+            expected = ", ".join(known)
+            error(f"--kueue-version {args.kueue_version}: no module for it in peers/; expected one of {expected}")
             return EXIT_USAGE
     frameworks = args.framework or ["PipelineRun.v1.tekton.dev"]
     try:
