@@ -66,7 +66,7 @@ class Permission:
 
 def kueue_manager(kinds: Iterable[Kind]) -> list[Permission]:
     """What Kueue's service account needs on the manager for the dispatched kinds."""
-    why = "Kueue reads the job and copies the worker's status into it"
+    why = "Kueue's reads of the job and writes of its status"
     return [
         Permission(verb, kind.group, resource, why=why)
         for kind in kinds
@@ -77,7 +77,7 @@ def kueue_manager(kinds: Iterable[Kind]) -> list[Permission]:
 
 def kueue_worker(kinds: Iterable[Kind]) -> list[Permission]:
     """What the identity of a worker kubeconfig needs on the worker for the dispatched kinds."""
-    why = "Kueue creates, reads and deletes the worker copy (through the sidecar)"
+    why = "Kueue's copy on the worker (created, read and deleted through the sidecar)"
     out = [Permission(verb, kind.group, kind.resource, why=why) for kind in kinds for verb in KUEUE_WORKER_VERBS]
     out += [Permission("get", kind.group, f"{kind.resource}/status", why=why) for kind in kinds]
     return out

@@ -26,13 +26,22 @@ def sidecar_cluster(kinds: Iterable[Kind], reads: str = "direct") -> list[Permis
     cache = reads == "cache"
     for kind in kinds:
         # server.py manager_object / cache.py read_object: the manager's object, read live.
-        out.append(Permission("get", kind.group, kind.resource, why="the manager's object of a transformed request"))
+        out.append(
+            Permission(
+                "get",
+                kind.group,
+                kind.resource,
+                why="the sidecar's reads of the manager's object (each transformed request)",
+            )
+        )
         if cache:  # cache.py: one LIST and WATCH per policy kind
             for verb in ("list", "watch"):
-                out.append(Permission(verb, kind.group, kind.resource, why="manager.reads: cache (the watch cache)"))
+                out.append(
+                    Permission(verb, kind.group, kind.resource, why="the sidecar's watch cache (manager.reads: cache)")
+                )
     # events.py EventRecorder._write: a create, then patches of the count (client-go's recorder).
     for verb in ("create", "patch"):
-        out.append(Permission(verb, "", "events", why="Events on the jobs (refusals)"))
+        out.append(Permission(verb, "", "events", why="the sidecar's Events on the jobs (refusals)"))
     return out
 
 
@@ -45,13 +54,38 @@ def sidecar_manager(config: SidecarConfig, kinds: Iterable[Kind]) -> list[Permis
         # workers.py WorkerLink.load (GET) and _watch (a WATCH with fieldSelector metadata.name,
         # which kube-apiserver authorizes as a watch of that name).
         for verb in ("get", "watch"):
-            out.append(Permission(verb, "", "secrets", ns, _unique(secrets), why="the workers' real kubeconfigs"))
+            out.append(
+                Permission(
+                    verb,
+                    "",
+                    "secrets",
+                    ns,
+                    _unique(secrets),
+                    why="the sidecar's reads of the workers' real kubeconfigs",
+                )
+            )
     # kueueconfig.py read_kueue: without these, Kueue's defaults and kueue.version are assumed.
     out.append(
-        Permission("get", "", "configmaps", ns, (config.kueue.config_map,), why="Kueue's configuration", required=False)
+        Permission(
+            "get",
+            "",
+            "configmaps",
+            ns,
+            (config.kueue.config_map,),
+            why="the sidecar's reads of Kueue's configuration",
+            required=False,
+        )
     )
     out.append(
-        Permission("get", "apps", "deployments", ns, (config.kueue.deployment,), why="Kueue's version", required=False)
+        Permission(
+            "get",
+            "apps",
+            "deployments",
+            ns,
+            (config.kueue.deployment,),
+            why="the sidecar's reads of Kueue's version (its image)",
+            required=False,
+        )
     )
     return out
 
@@ -77,16 +111,29 @@ def sidecar_wiring(config: SidecarConfig, secrets: Iterable[str] | None = None) 
     out: list[Permission] = []
     clusters = _unique(w.name for w in config.workers if not w.wire_secret)
     if clusters:  # wiring.py multikueue_secret: which Secret the MultiKueueCluster names
-        out.append(Permission("get", KUEUE_GROUP, "multikueueclusters", None, clusters, why="--wire finds the Secret"))
+        out.append(
+            Permission(
+                "get",
+                KUEUE_GROUP,
+                "multikueueclusters",
+                None,
+                clusters,
+                why="--wire (which Secret the MultiKueueCluster names)",
+            )
+        )
     if names:
         # wiring.py wire (get, then a PUT) and unwire (a PUT, or a DELETE of a Secret wiring
         # created); workers.py follow_wired watches the wired Secret.
         for verb in ("get", "watch", "update", "delete"):
-            out.append(Permission(verb, "", "secrets", ns, names, why="--wire and --unwire rewrite these Secrets"))
+            out.append(
+                Permission(verb, "", "secrets", ns, names, why="--wire and --unwire (they rewrite these Secrets)")
+            )
     if any(w.wire_secret for w in config.workers):
         # wiring.py wire creates a wireSecret that does not exist yet; RBAC cannot limit a
         # create to a name (the name is in the body, not the URL).
-        out.append(Permission("create", "", "secrets", ns, why="--wire creates a wireSecret that does not exist"))
+        out.append(
+            Permission("create", "", "secrets", ns, why="--wire (it creates a wireSecret that does not exist yet)")
+        )
     return out
 
 
