@@ -5,7 +5,8 @@ What it writes (every file generated; nothing for the user to edit)::
     DIR/kustomization.yaml        with --kueue: Kueue's manifests (a local copy) + the sidecar component
     DIR/sidecar/                  a kustomize Component for the manager cluster:
         kustomization.yaml          the policies ConfigMap (fixed name, hot reloaded), the config ConfigMap
-        sidecar-container.yaml      the mkpolicy container appended to Kueue's Deployment (JSON patch)
+        sidecar-container.yaml      the mkpolicy container appended to Kueue's Deployment (JSON patch):
+                                    --wire, or with --no-wire --kubeconfig-dir (to wire by hand)
         sidecar-patch.yaml          its volumes (the policies volume optional) (strategic merge patch)
         rbac.yaml                   Kueue's and the sidecar's roles for the policies' kinds, bound to Kueue's SA
         sidecar.yaml                the SidecarConfig, as given
@@ -240,6 +241,8 @@ def _container(config: SidecarConfig, options: DeployOptions) -> dict[str, Any]:
     args = ["sidecar", f"--policies={POLICIES_MOUNT}", f"--config={CONFIG_MOUNT}/sidecar.yaml"]
     if options.wire:
         args.append("--wire")
+    elif config.state.dir is not None:  # wiring by hand: copy the endpoints' kubeconfigs from here
+        args.append(f"--kubeconfig-dir={config.state.dir}/kubeconfigs")
     mounts: list[dict[str, Any]] = [
         {"name": f"{options.prefix}-policies", "mountPath": POLICIES_MOUNT, "readOnly": True},
         {"name": f"{options.prefix}-config", "mountPath": CONFIG_MOUNT, "readOnly": True},

@@ -208,6 +208,7 @@ def test_the_component_goes_into_the_users_own_kustomization(user: Path, capsys:
     docs = kustomize(user / "mine")
     sidecar = find(docs, "Deployment", "kueue-controller-manager")["spec"]["template"]["spec"]["containers"][1]
     assert "--wire" not in sidecar["args"]
+    assert "--kubeconfig-dir=/var/run/mkpolicy/kubeconfigs" in sidecar["args"]  # to wire by hand
     assert not [d for d in docs if "wiring" in d["metadata"]["name"]]
 
 
