@@ -31,10 +31,9 @@ from typing import Any
 
 import yaml
 
-from mkpolicy.cli.deploy_rbac import KUEUE_SERVICE_ACCOUNT, bindings, roles, service_account, sidecar_roles
+from mkpolicy.cli.deploy_rbac import KUEUE_SERVICE_ACCOUNT, bindings, service_account, sidecar_roles
 from mkpolicy.errors import Location, MkpolicyError
-from mkpolicy.kube.rbac import kueue_manager, kueue_worker
-from mkpolicy.lint.export import Selected, kinds
+from mkpolicy.lint.export import Selected, kinds, kueue_roles
 from mkpolicy.policy import FrameworkPolicy
 from mkpolicy.sidecar.config import SidecarConfig
 from mkpolicy.sidecar.permissions import wire_secret_name
@@ -86,16 +85,15 @@ def render(
     policies: list[FrameworkPolicy], selected: list[Selected], config: SidecarConfig, options: DeployOptions
 ) -> Rendered:
     """Every file of the output directory. Raises :class:`DeployError` listing what stops it."""
-    notes: list[str] = []
     found = kinds(selected)
-    if not found:
-        notes.append("no policy can be carried by stock Kueue: the roles name no kind")
     policy_files = policy_configmap_files(policies)
-    wiring = options.wire and _check_wiring(config, options)
+    wiring = options.wire
+    if wiring:
+        _check_wiring(config, options)
     ns = config.manager.namespace
     kueue_sa = service_account(options.kueue_service_account, ns)
-    manager_roles = roles(f"{options.prefix}-manager", "manager", kueue_manager(found))
-    manager_roles += sidecar_roles(config, found, options.prefix, wiring)
+    kueue_manager_role, kueue_worker_role = kueue_roles(selected, options.prefix)
+    manager_roles = [kueue_manager_role, *sidecar_roles(config, found, options.prefix, wiring)]
     sidecar: dict[str, str] = {
         "kustomization.yaml": _dump(_component(config, options, sorted(policy_files))),
         "sidecar-container.yaml": _header("The mkpolicy container, after Kueue's (JSON patch).")
@@ -114,7 +112,7 @@ def render(
     }
     files = {f"sidecar/{name}": text for name, text in sidecar.items()}
     files.update({f"sidecar/policies/{name}": text for name, text in policy_files.items()})
-    worker_roles = roles(f"{options.prefix}-worker", "worker", kueue_worker(found))
+    worker_roles = [kueue_worker_role]
     worker_ns, _, worker_name = options.worker_service_account.partition("/")
     files["workers/kustomization.yaml"] = _dump(
         {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": ["rbac.yaml"]}
@@ -125,7 +123,7 @@ def render(
     ) + _stream(worker_roles + bindings(worker_roles, service_account(worker_name, worker_ns)))
     if options.kueue is not None:
         files.update(_kueue_base(options.kueue))
-    notes += _config_notes(config)
+    notes = _config_notes(config)
     files["README.md"] = _readme(options, notes)
     return Rendered(files, notes)
 
@@ -190,7 +188,8 @@ def policy_configmap_files(policies: list[FrameworkPolicy]) -> dict[str, str]:
     return out
 
 
-def _check_wiring(config: SidecarConfig, options: DeployOptions) -> bool:
+def _check_wiring(config: SidecarConfig, options: DeployOptions) -> None:
+    """Every Secret ``--wire`` rewrites must be known, for the RBAC to name it."""
     unknown = [w.name for w in config.workers if wire_secret_name(w) is None]
     if unknown:
         raise DeployError(
@@ -199,7 +198,6 @@ def _check_wiring(config: SidecarConfig, options: DeployOptions) -> bool:
             "or pass --no-wire (wire by hand)",
             Location(options.config_path),
         )
-    return True
 
 
 def _component(config: SidecarConfig, options: DeployOptions, policy_names: list[str]) -> dict[str, Any]:

@@ -2,9 +2,10 @@
 
 * ``kueue-config``: the ``multiKueue.externalFrameworks`` entries of Kueue's
   Configuration, one per policy that stock Kueue's generic adapter can carry;
-* ``rbac``: two ClusterRoles, one for the manager side (each GVK and its ``/status``:
-  get, list, watch, patch, update) and one for the workers' service account (each GVK:
-  create, delete, get, list, watch; ``/status``: get).
+* ``rbac``: Kueue's two ClusterRoles (:mod:`mkpolicy.kube.rbac`), one for the manager side
+  (each GVK and its ``/status``: get, list, watch, update, patch) and one for the workers'
+  service account (each GVK: get, list, watch, create, delete; ``/status``: get). The CLI
+  adds the sidecar's own roles (``mkpolicy.cli.deploy_rbac``).
 
 Policies stock Kueue cannot carry (a managedBy other than ``/spec/managedBy`` holding
 ``kueue.x-k8s.io/multikueue``, or no status subresource) and kinds Kueue adapts natively
@@ -117,11 +118,9 @@ def cluster_role(name: str, component: str, role_rules: list[dict[str, Any]]) ->
 def kueue_roles(selected: list[Selected], prefix: str = "mkpolicy") -> list[dict[str, Any]]:
     """Kueue's ClusterRoles for the exported kinds: ``<prefix>-manager`` and ``<prefix>-worker``."""
     found = kinds(selected)
-    worker = kueue_worker(found)
     return [
         cluster_role(f"{prefix}-manager", "manager", rules(kueue_manager(found))),
-        # the copies' verbs first, then /status (read only)
-        cluster_role(f"{prefix}-worker", "worker", rules(worker)),
+        cluster_role(f"{prefix}-worker", "worker", rules(kueue_worker(found))),
     ]
 
 
@@ -143,9 +142,3 @@ def rbac_header(prefix: str, selected: list[Selected], extra: list[str] | None =
 def dump_stream(header: list[str], documents: list[dict[str, Any]]) -> str:
     """A YAML stream: the comment lines, then each document after ``---``."""
     return "\n".join(header) + "\n" + "".join("---\n" + _dump(d) for d in documents)
-
-
-def rbac(policies: list[FrameworkPolicy], include_all: bool = False, prefix: str = "mkpolicy") -> str:
-    """The manager and worker ClusterRoles for the policies' frameworks (a YAML stream)."""
-    selected = select(policies, include_all)
-    return dump_stream(rbac_header(prefix, selected), kueue_roles(selected, prefix))

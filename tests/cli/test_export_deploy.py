@@ -263,5 +263,10 @@ def test_export_rbac_includes_the_sidecars_own_rules(user: Path, capsys: pytest.
         ("Role", "mkpolicy-sidecar-wiring"),
     ]
     assert ("get", "", "secrets", ("east-kubeconfig", "west-real")) in rules_of(docs, "Role", "mkpolicy-sidecar")
+    # manager.reads: cache keeps a watch cache of the kinds: list and watch too (sidecar/cache.py).
+    (user / "cache.yaml").write_text(CONFIG.replace("manager: {namespace: kueue-system}", "manager: {reads: cache}"))
+    code, out, _ = run(capsys, "export", "rbac", "--policies", "my-policies", "--config", "cache.yaml")
+    own = set(rules_of([d for d in yaml.safe_load_all(out) if d], "ClusterRole", "mkpolicy-sidecar"))
+    assert {(v, "sim.acme.io", "simulationruns", ()) for v in ("get", "list", "watch")} <= own
     code, _, err = run(capsys, "export", "rbac", "--policies", "my-policies", "--config", "nowhere.yaml")
     assert code == 2 and "nowhere.yaml" in err
