@@ -6,8 +6,9 @@ Kueue needs (:func:`mkpolicy.kube.rbac.kueue_manager`). On the workers the sidec
 only Kueue's own requests, with the worker kubeconfig: it needs nothing more there.
 
 Not listed: discovery (``/api``, ``/apis/<group>/<version>``, which every authenticated
-user may read through the default ``system:discovery`` ClusterRole) and the policies
-ConfigMap (mounted as a volume: the kubelet reads it, not the sidecar).
+user may read through the default ``system:discovery`` ClusterRole), the policies
+ConfigMap (mounted as a volume: the kubelet reads it, not the sidecar) and Workloads (an
+Event may name one as its object; the sidecar never reads or writes a Workload).
 """
 
 from __future__ import annotations
