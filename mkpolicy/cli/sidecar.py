@@ -15,10 +15,13 @@ Secrets when the manager is reachable), reads Kueue's configuration from the man
 (ConfigMap kueue-manager-config, the Deployment's image for Kueue's version) and says
 which valid policies the sidecar skips and why, which policy names another version than
 Kueue's externalFrameworks entry, which ports collide with Kueue's in its pod, then
-exits. --init-state DIR writes the CA, serving certificate and worker tokens to DIR
+verifies with SelfSubjectAccessReviews on the manager and every worker the RBAC the sidecar
+and Kueue's requests need for the policy kinds (each missing permission with the cluster,
+verb and resource), then exits. --init-state DIR writes the CA, serving certificate and worker tokens to DIR
 and exits: several Kueue replicas then share them (a Secret mounted as state.dir).
 
-Exit codes: 0 clean shutdown, 1 invalid policies, 2 invalid configuration or kubeconfig.
+Exit codes: 0 clean shutdown, 1 invalid policies, 2 invalid configuration or kubeconfig
+(--check: also a missing permission).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from mkpolicy.engine import Adapter
+    from mkpolicy.kube.rest import RestConfig
     from mkpolicy.sidecar.config import SidecarConfig
 
 
@@ -155,13 +159,16 @@ async def check(config: SidecarConfig, adapters: list[Adapter]) -> int:
     """``--check``: the worker kubeconfigs, Kueue's configuration and the policies, reported.
 
     Reads what it can from the manager (Kueue's ConfigMap and Deployment, Secret-held
-    kubeconfigs); without a manager connection it says what it could not check. Exits 2
-    when a worker kubeconfig is refused; warnings do not fail.
+    kubeconfigs) and verifies the RBAC of the manager and each worker with
+    SelfSubjectAccessReviews (:mod:`mkpolicy.sidecar.access`); without a manager connection
+    it says what it could not check. Exits 2 when a worker kubeconfig is refused or a
+    permission the sidecar or Kueue needs is missing; warnings do not fail.
     """
     from mkpolicy.cli.common import EXIT_OK, EXIT_USAGE
     from mkpolicy.errors import MkpolicyError
     from mkpolicy.kube.client import KubeClient
     from mkpolicy.sidecar import manager_rest_config
+    from mkpolicy.sidecar.access import check_access
     from mkpolicy.sidecar.kueueconfig import (
         Finding,
         KueueInfo,
@@ -182,6 +189,7 @@ async def check(config: SidecarConfig, adapters: list[Adapter]) -> int:
     except MkpolicyError as exc:  # no manager connection (not in a pod, no kubeconfig)
         kueue = configured(KueueInfo(unread=[f"no manager connection: {exc.message}"]), config)
     failed = False
+    reachable: dict[str, RestConfig] = {}  # the workers whose kubeconfig was accepted (for the RBAC check)
     try:
         metrics = Metrics()
         for worker in config.workers:
@@ -193,6 +201,7 @@ async def check(config: SidecarConfig, adapters: list[Adapter]) -> int:
             await link.upstream.close()
             if link.problem is None:
                 print(f"worker {worker.name}: ok: {link.source}")
+                reachable[worker.name] = link.upstream.config
             else:
                 failed = True
                 print(f"worker {worker.name}: error: {link.problem}", file=sys.stderr)
@@ -209,6 +218,8 @@ async def check(config: SidecarConfig, adapters: list[Adapter]) -> int:
         print(f"policy {adapter.name}: skipped ({adapter.gvk}): stock Kueue cannot carry it: {reason}")
     findings = policy_findings(kueue, [(a.name, a.gvk) for a in carried])
     findings += port_findings(kueue, sidecar_ports(config))
+    if manager is not None:  # RBAC, with SelfSubjectAccessReviews (a client of its own: the first is closed)
+        findings += await check_access(config, manager.config, reachable, [a.gvk for a in carried])
     if config.shutdown.grace_period_seconds >= 10:
         findings.append(
             Finding(
@@ -223,4 +234,5 @@ async def check(config: SidecarConfig, adapters: list[Adapter]) -> int:
         )
     for finding in findings:
         print(f"{finding.level}: {finding.message}")
+    failed = failed or any(f.level == "error" for f in findings)
     return EXIT_USAGE if failed else EXIT_OK

@@ -312,9 +312,9 @@ def configured(info: KueueInfo, config: SidecarConfig) -> KueueInfo:
 
 @dataclass(frozen=True)
 class Finding:
-    """Something ``--check`` and the start report say: ``warning`` or ``info``."""
+    """Something ``--check`` and the start report say: ``error`` (``--check`` fails), ``warning`` or ``info``."""
 
-    level: Literal["warning", "info"]
+    level: Literal["error", "warning", "info"]
     message: str
 
 

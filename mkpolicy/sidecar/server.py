@@ -30,7 +30,7 @@ from mkpolicy.sidecar.listener import Listener
 from mkpolicy.sidecar.logs import fields, plain_error
 from mkpolicy.sidecar.metrics import Metrics
 from mkpolicy.sidecar.ops import ops_app
-from mkpolicy.sidecar.policies import Entry, PolicySet, PolicyStore, ReloadError
+from mkpolicy.sidecar.policies import Entry, PolicySet, PolicyStore, ReloadError, holds_yaml
 from mkpolicy.sidecar.proxy import WorkerEndpoint
 from mkpolicy.sidecar.wiring import UnwireResult, WireResult, multikueue_secret, unwire, wire
 from mkpolicy.sidecar.workers import WorkerLink
@@ -222,9 +222,18 @@ class Sidecar:
         try:
             await self._store.reload(force=True)
         except ReloadError as exc:
-            if exc.reason != "discovery":
+            if exc.reason == "discovery":
+                self._first_load = asyncio.create_task(self._retry_first_load(), name="policy-first-load")
+            elif cfg.reload.interval_seconds > 0 and not holds_yaml(self._store.directory):
+                # The policies ConfigMap volume is optional: before the ConfigMap exists the kubelet
+                # mounts an empty directory and fills it once it does. Keep serving (writes are
+                # answered 503 until a set is active) instead of crash-looping Kueue's pod.
+                log.warning(
+                    "no policies yet: waiting for the policies directory to fill",
+                    extra=fields(directory=self._store.directory),
+                )
+            else:
                 raise
-            self._first_load = asyncio.create_task(self._retry_first_load(), name="policy-first-load")
         for worker, port in zip(cfg.workers, cfg.worker_ports(), strict=True):
             await self._start_endpoint(worker, port)
         interval = cfg.reload.interval_seconds
