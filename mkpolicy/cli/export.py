@@ -5,6 +5,9 @@ rbac: a ClusterRole for the manager side (each GVK and its /status: get, list, w
       patch, update) and one for the workers' service account (each GVK: create,
       delete, get, list, watch; /status: get).
 
+wire-contract: the sidecar's wire contract (what it forwards to a worker) as a Markdown
+      table (docs/architecture.md holds it).
+
 Policies that stock Kueue's generic adapter cannot carry (managedBy elsewhere than
 /spec/managedBy, no status subresource) and kinds Kueue adapts natively are left out
 with a comment saying why; --all keeps them. Exit code 0, 1 when a policy does not
@@ -19,7 +22,7 @@ import sys
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``mkpolicy export``."""
-    parser.add_argument("what", choices=("kueue-config", "rbac"), help="what to print")
+    parser.add_argument("what", choices=("kueue-config", "rbac", "wire-contract"), help="what to print")
     parser.add_argument(
         "--policies", default="policies", metavar="DIR", help="policy file or directory (default: policies)"
     )
@@ -34,6 +37,11 @@ def run(args: argparse.Namespace) -> int:
     from mkpolicy.lint.export import kueue_config, rbac, select
     from mkpolicy.policy import load
 
+    if args.what == "wire-contract":
+        from mkpolicy.sidecar.contract import render_markdown
+
+        sys.stdout.write(render_markdown())
+        return EXIT_OK
     try:
         policies = load(args.policies)
     except PolicyError as exc:

@@ -39,6 +39,8 @@ Example (every field but ``workers`` has a default)::
       maxConnections: 128              # per worker endpoint
       headSeconds: 10
       maxBodyBytes: 3145728
+    wire:
+      allow: []                        # request shapes forwarded besides Kueue's (docs/sidecar-config.md)
     logging:
       level: info
 
@@ -354,6 +356,136 @@ class Limits(_Model):
         return value
 
 
+#: Kubernetes verbs a ``wire.allow`` rule may name.
+WIRE_VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
+_MEDIA = re.compile(r"^(\*/\*|[a-z0-9!#$&^_.+-]+/[a-z0-9!#$&^_.+*-]+)(;as=[A-Za-z]+)?$")
+_PARAM = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
+
+
+class AllowRule(_Model):
+    """One request shape the sidecar forwards besides what Kueue sends (widening the wire contract)."""
+
+    reason: str = Field(description="Why this is allowed (shown by --check and in refusals' neighbours' logs).")
+    verbs: list[str] = Field(description=f"Kubernetes verbs: {', '.join(WIRE_VERBS)}.")
+    group: str = Field(description='API group ("" for the core group).')
+    resource: str = Field(description='Resource (plural), or "*" for every resource of the group.')
+    subresource: str | None = Field(
+        default=None, description='Subresource (e.g. "status"); null: the object or collection itself; "*": any.'
+    )
+    versions: list[str] | None = Field(default=None, description="API versions; null: any.")
+    query: list[str] = Field(
+        default_factory=list, description='Query parameters allowed (names), e.g. ["dryRun", "fieldManager"]; "*": any.'
+    )
+    accept: list[str] = Field(
+        default_factory=list,
+        description='Accept media types besides what Kueue sends (e.g. "application/json;as=Table"); "*": any.',
+    )
+    content_types: list[str] = Field(
+        default_factory=list,
+        description="Request body media types; empty: no body (GET, HEAD and watches never have one).",
+    )
+
+    @field_validator("reason")
+    @classmethod
+    def _reason(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("expected a reason: say why the contract is widened")
+        return value
+
+    @field_validator("verbs")
+    @classmethod
+    def _verbs(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError(f"expected at least one verb ({', '.join(WIRE_VERBS)})")
+        for verb in value:
+            if verb not in WIRE_VERBS:
+                raise ValueError(f"expected one of {', '.join(WIRE_VERBS)}; found {verb!r}")
+        return value
+
+    @field_validator("group")
+    @classmethod
+    def _group(cls, value: str) -> str:
+        if value and not DNS_SUBDOMAIN.match(value):
+            raise ValueError(f'expected an API group (a DNS subdomain, or "" for core); found {value!r}')
+        return value
+
+    @field_validator("resource", "subresource")
+    @classmethod
+    def _resource(cls, value: str | None) -> str | None:
+        if value is not None and value != "*" and not re.match(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", value):
+            raise ValueError(f'expected a lower-case resource name or "*"; found {value!r}')
+        return value
+
+    @field_validator("query")
+    @classmethod
+    def _query(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if name != "*" and not _PARAM.match(name):
+                raise ValueError(f'expected query parameter names (letters and digits) or "*"; found {name!r}')
+        return value
+
+    @field_validator("accept", "content_types")
+    @classmethod
+    def _media(cls, value: list[str]) -> list[str]:
+        for media in value:
+            if media != "*" and not _MEDIA.match(media.replace(" ", "")):
+                raise ValueError(f'expected media types such as "application/json" or "*"; found {media!r}')
+        return value
+
+    @model_validator(mode="after")
+    def _bodies(self) -> AllowRule:
+        reads = {"get", "list", "watch"}
+        if self.content_types and set(self.verbs) <= reads:
+            raise ValueError("contentTypes: a GET (get, list, watch) never carries a body; expected none")
+        return self
+
+
+def _get_only() -> list[Literal["GET", "HEAD"]]:
+    return ["GET"]
+
+
+class AllowPath(_Model):
+    """A path that is not a resource (e.g. ``/version``) forwarded besides Kueue's discovery."""
+
+    reason: str = Field(description="Why this is allowed.")
+    path: str = Field(description='The path, e.g. "/version"; a trailing "*" makes it a prefix.')
+    methods: list[Literal["GET", "HEAD"]] = Field(default_factory=_get_only, description="HTTP methods.")
+
+    @field_validator("reason")
+    @classmethod
+    def _reason(cls, value: str) -> str:
+        return AllowRule._reason(value)
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        if not value.startswith("/") or "?" in value or "%" in value or "//" in value or "/." in value:
+            raise ValueError(
+                f'expected a plain path starting with "/" (no query, escapes, or dot segments); found {value!r}'
+            )
+        if value.split("/")[1] in ("api", "apis"):
+            raise ValueError(
+                f"expected a path outside /api and /apis (resources are widened with wire.allow); found {value!r}"
+            )
+        return value
+
+
+class Wire(_Model):
+    """The wire contract: what the sidecar forwards to a worker (``mkpolicy sidecar --check`` prints it).
+
+    By default exactly the requests Kueue sends (its Workloads, the kinds of its enabled
+    integrations and external frameworks, the policy kinds, discovery); anything else is
+    answered 403. ``allow`` widens it, explicitly.
+    """
+
+    allow: list[AllowRule] = Field(
+        default_factory=list, description="Request shapes forwarded besides Kueue's (each with its reason)."
+    )
+    allow_paths: list[AllowPath] = Field(
+        default_factory=list, description="Paths outside /api and /apis forwarded (e.g. /version for kubectl)."
+    )
+
+
 class Logging(_Model):
     """Structured JSON logs on stderr."""
 
@@ -375,6 +507,7 @@ class SidecarConfig(_Model):
     reload: Reload = Field(default_factory=Reload)
     shutdown: Shutdown = Field(default_factory=Shutdown)
     limits: Limits = Field(default_factory=Limits)
+    wire: Wire = Field(default_factory=Wire)
     logging: Logging = Field(default_factory=Logging)
 
     @field_validator("origin")

@@ -155,6 +155,8 @@ class Exchange:
         """A whole response with ``body`` (Content-Length set here)."""
         self.status = code
         head = response_head(code, [*headers, ("Content-Length", str(len(body)))], reason)
+        if self.head.method == "HEAD":
+            body = b""  # the length a GET would have, no body (RFC 9110 9.3.2)
         self.send(head + body if len(body) < 65536 else head)
         if len(body) >= 65536:
             self.conn.write(body)

@@ -41,6 +41,7 @@ from mkpolicy.engine.generic import MAX_LABEL_VALUE, PREBUILT_WORKLOAD_KEY
 from mkpolicy.jsonvalues import dumps_kube, loads_kube
 from mkpolicy.kube.client import ApiError
 from mkpolicy.sidecar.bodies import decode
+from mkpolicy.sidecar.contract import Contract, ContractRefusal
 from mkpolicy.sidecar.endpoints import Credentials
 from mkpolicy.sidecar.events import EventRecorder, ObjectRef
 from mkpolicy.sidecar.forward import Forwarder
@@ -82,6 +83,10 @@ class Hub(Protocol):
     @property
     def kueue(self) -> KueueInfo | None:
         """What the Kueue beside the sidecar is configured with (None: not read)."""
+
+    @property
+    def contract(self) -> Contract:
+        """The wire contract in force (:mod:`mkpolicy.sidecar.contract`)."""
 
     def worker_problem(self, cluster: str) -> str | None:
         """Why ``cluster``'s endpoint cannot serve (its kubeconfig refused or unreadable), or None."""
@@ -164,6 +169,9 @@ class WorkerEndpoint:
                     code = await self._get(exchange, entry, sent)
         except StatusError as exc:
             code = exc.code
+            if isinstance(exc, ContractRefusal):
+                self.hub.metrics.refusals.labels(self.cluster, "", "WireContract").inc()
+                exchange.close_after = exchange.close_after or exc.close
             self.refuse(exchange, exc, policy, verb, path)
         except ConnectionError:
             code = 499  # the client went away
@@ -185,6 +193,7 @@ class WorkerEndpoint:
             raise StatusError(401, "Unauthorized: expected the bearer token of this sidecar endpoint")
         if "upgrade" in head.fields or "upgrade" in head.fields.get("connection", "").lower():
             raise StatusError(400, "mkpolicy sidecar: connection upgrades (exec, attach, port-forward) are not proxied")
+        rule = self.hub.contract.check(head, target)  # what Kueue does not send never passes
         problem = self.hub.worker_problem(self.cluster)
         if problem is not None:
             raise StatusError(503, f"mkpolicy sidecar: worker {self.cluster} is not served: {problem}")
@@ -195,6 +204,11 @@ class WorkerEndpoint:
         if policies is None:
             if verb in _WRITES:
                 raise StatusError(503, "mkpolicy sidecar: no policy set is active yet; retry shortly")
+            if rule is not None and rule.category == "external" and verb == "get" and wants_object(head):
+                # it may be a policy kind: its raw status must not reach Kueue (which copies it)
+                raise StatusError(
+                    503, "mkpolicy sidecar: no policy set is active yet (this kind may be a policy's); retry shortly"
+                )
             return None
         entry = policies.lookup(target.group, target.resource)
         if entry is None:

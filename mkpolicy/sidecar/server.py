@@ -22,6 +22,8 @@ from mkpolicy.kube.rest import RestConfig, in_cluster_config
 from mkpolicy.policy import GVK
 from mkpolicy.sidecar.cache import ManagerCache, read_object
 from mkpolicy.sidecar.config import ConfigError, SidecarConfig, Worker
+from mkpolicy.sidecar.contract import Contract
+from mkpolicy.sidecar.contract import build as build_contract
 from mkpolicy.sidecar.endpoints import Credentials, certificate_hosts, endpoint_url, load_or_create
 from mkpolicy.sidecar.events import EventRecorder
 from mkpolicy.sidecar.execution import Evaluator
@@ -79,12 +81,25 @@ class Sidecar:
         self._store = PolicyStore(policies_dir, self._resolve, self.metrics, self._policies_changed)
         self._first_load: asyncio.Task[None] | None = None
         self._started = False
+        self._contract: Contract | None = None
+        self._contract_key: tuple[object, object] = (None, None)
 
     # -- Hub (what the endpoints use) ------------------------------------------------------------
     @property
     def policies(self) -> PolicySet | None:
         """The active policy set."""
         return self._store.active
+
+    @property
+    def contract(self) -> Contract:
+        """The wire contract for Kueue's configuration and the active policies (rebuilt when they change)."""
+        key = (self.kueue, self._store.active)
+        if self._contract is None or self._contract_key[0] is not key[0] or self._contract_key[1] is not key[1]:
+            self._contract = build_contract(
+                self.kueue, self._store.active, self.config.wire.allow, self.config.wire.allow_paths
+            )
+            self._contract_key = key
+        return self._contract
 
     async def manager_object(self, entry: Entry, namespace: str | None, name: str) -> dict[str, Any] | None:
         """The manager's object for a policy kind: the watch cache, else a direct read."""

@@ -22,6 +22,7 @@ import yaml
 from sidecar_harness import (
     PIPELINERUNS,
     POLICIES,
+    WORKLOADS,
     adapter_for,
     client,
     clusters,
@@ -200,7 +201,7 @@ def test_rotated_secret_is_rewired_and_a_restart_keeps_the_rotation(tmp_path: Pa
                 assert secret_kubeconfig(secret, ORIGINAL_KEY) == new
                 assert sidecar._links["worker1"].upstream.config.token == "rotated-token"
                 async with client(sidecar.kubeconfig("worker1")) as w1:
-                    assert (await w1.get("/api/v1/namespaces"))["kind"] == "NamespaceList"
+                    assert (await w1.get(WORKLOADS))["kind"] == "WorkloadList"
             # a restart with --wire: the saved (rotated) kubeconfig stays the real one
             async with running(config, policies) as sidecar:
                 assert sidecar._links["worker1"].upstream.config.token == "rotated-token"
@@ -240,13 +241,13 @@ def test_rotated_token_in_a_kubeconfig_file_is_taken_up(tmp_path: Path) -> None:
                 running(env.config(), policy_dir(tmp_path, TEKTON)) as sidecar,
                 client(sidecar.kubeconfig("worker2")) as w2,
             ):
-                assert (await w2.get("/api/v1/namespaces"))["kind"] == "NamespaceList"
+                assert (await w2.get(WORKLOADS))["kind"] == "WorkloadList"
                 worker.add_token("file-rotated")
                 config = yaml.safe_load(path.read_text())
                 config["users"][0]["user"]["token"] = "file-rotated"
                 path.write_text(yaml.safe_dump(config))
                 await eventually(lambda: sidecar._links["worker2"].upstream.config.token == "file-rotated")
-                assert (await w2.get("/api/v1/namespaces"))["kind"] == "NamespaceList"
+                assert (await w2.get(WORKLOADS))["kind"] == "WorkloadList"
                 assert (
                     metric(sidecar, "mkpolicy_sidecar_worker_kubeconfig_reloads_total", cluster="worker2", result="ok")
                     == 1
@@ -298,9 +299,9 @@ def test_one_worker_unwirable_one_unreachable_the_other_serves(tmp_path: Path) -
                     client(sidecar.kubeconfig("worker2")) as w2,
                 ):
                     with pytest.raises(ApiError) as info:
-                        await w2.get("/api/v1/namespaces")
+                        await w2.get(WORKLOADS)
                     assert info.value.status == 503 and "unreachable" in info.value.message
-                    assert (await w1.get("/api/v1/namespaces"))["kind"] == "NamespaceList"
+                    assert (await w1.get(WORKLOADS))["kind"] == "WorkloadList"
                 ready, checks = sidecar.readiness()
                 assert ready, checks
                 assert "ok worker worker1" in checks
