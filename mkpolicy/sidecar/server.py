@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import aiohttp
-from aiohttp import web
 
 from mkpolicy.kube.client import ApiError, KubeClient, ResourceInfo
 from mkpolicy.kube.kubeconfig import dump_kubeconfig, load_kubeconfig, rest_config
@@ -31,7 +30,7 @@ from mkpolicy.sidecar.kueueconfig import Finding, KueueInfo, policy_findings, po
 from mkpolicy.sidecar.listener import Listener
 from mkpolicy.sidecar.logs import fields, plain_error
 from mkpolicy.sidecar.metrics import Metrics
-from mkpolicy.sidecar.ops import ops_app
+from mkpolicy.sidecar.ops import ops_handler
 from mkpolicy.sidecar.policies import Entry, PolicySet, PolicyStore, ReloadError
 from mkpolicy.sidecar.proxy import WorkerEndpoint
 from mkpolicy.sidecar.wiring import UnwireResult, WireResult, multikueue_secret, unwire, wire
@@ -73,7 +72,7 @@ class Sidecar:
         self._links: dict[str, WorkerLink] = {}
         #: Workers whose Secret --wire could not point at the sidecar, and why.
         self._wiring_problems: dict[str, str] = {}
-        self._ops_runner: web.AppRunner | None = None
+        self._ops: Listener | None = None
         self._listeners: list[Listener] = []
         self._ports: dict[str, int] = {}
         self._ops_port = 0
@@ -276,12 +275,9 @@ class Sidecar:
                 continue
 
     async def _start_ops(self) -> None:
-        runner = web.AppRunner(ops_app(self.readiness, self.metrics), access_log=None, shutdown_timeout=1.0)
-        await runner.setup()
-        site = web.TCPSite(runner, self.config.ops.address, self.config.ops.port)
-        await site.start()
-        self._ops_runner = runner
-        self._ops_port = _bound_port(runner)
+        # the endpoints' listener and limits: the ops port is bounded before anything is read too
+        self._ops = Listener(ops_handler(self.readiness, self.metrics), None, None, self.config.limits)
+        self._ops_port = await self._ops.start(self.config.ops.address, self.config.ops.port)
 
     async def _start_endpoint(self, worker: Worker, port: int) -> None:
         endpoint = WorkerEndpoint(self, self._links[worker.name].upstream)
@@ -302,9 +298,9 @@ class Sidecar:
         grace = self.config.shutdown.grace_period_seconds
         await asyncio.gather(*(listener.close(grace) for listener in self._listeners))
         self._listeners.clear()
-        if self._ops_runner is not None:
-            await self._ops_runner.cleanup()
-            self._ops_runner = None
+        if self._ops is not None:
+            await self._ops.close(1.0)
+            self._ops = None
         for cache in list(self._caches.values()):
             await cache.stop()
         self._caches.clear()
@@ -420,8 +416,3 @@ def manager_rest_config(config: SidecarConfig) -> RestConfig:
     return rest_config(
         data, path, kueue_rules=False, base_dir=os.path.dirname(os.path.abspath(path)), context=config.manager.context
     )
-
-
-def _bound_port(runner: web.AppRunner) -> int:
-    addresses = runner.addresses
-    return int(addresses[-1][1]) if addresses else 0
