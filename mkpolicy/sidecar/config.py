@@ -297,6 +297,12 @@ class Limits(_Model):
         description="Client connections open at once per worker endpoint (TLS handshakes included); "
         "more are closed as they are accepted. Kueue needs one per watch plus a few for requests.",
     )
+    reserved_connections: int = Field(
+        default=32,
+        description="Of maxConnections, the slots only authenticated clients (Kueue) hold: unauthenticated "
+        "connections (handshakes included) hold the others, and a new one ends the oldest of them when they are "
+        "full. At most a quarter of maxConnections.",
+    )
     handshake_seconds: float = Field(default=10.0, description="Time a client has to complete the TLS handshake.")
     head_seconds: float = Field(
         default=10.0,
@@ -333,6 +339,18 @@ class Limits(_Model):
         description="Bytes of answers being rewritten at once, over all endpoints; a rewrite that would exceed "
         "it is answered 429 (Retry-After: 1), which client-go retries.",
     )
+
+    @field_validator("reserved_connections")
+    @classmethod
+    def _reserved(cls, value: int) -> int:
+        if not 0 <= value <= 100_000:
+            raise ValueError(f"expected 0 to 100000; found {value}")
+        return value
+
+    @property
+    def reserve(self) -> int:
+        """The reserved slots in force: ``reservedConnections``, at most a quarter of ``maxConnections``."""
+        return min(self.reserved_connections, self.max_connections // 4)
 
     @field_validator("max_connections", "max_header_fields", "max_worker_connections")
     @classmethod

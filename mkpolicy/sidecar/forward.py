@@ -65,6 +65,7 @@ class Forwarder:
             entry = endpoint.route(head, target)
         except StatusError:
             return False
+        client.authenticated()
         if entry is not None and (target is None or target.verb != "get"):
             return False
         conn = self.upstream.take_idle()

@@ -202,6 +202,8 @@ class ClientConnection(Connection):
         super().__init__()
         self.listener = listener
         self.limits = listener.limits
+        #: A request on this connection carried a valid credential (it holds a reserved slot).
+        self.trusted = False
         #: No exchange in progress (shutdown closes idle connections at once).
         self.idle = True
         self.exchange: Exchange | None = None
@@ -228,8 +230,15 @@ class ClientConnection(Connection):
         self.head_deadline = self.loop.time() + self.limits.head_seconds
         self._task = self.loop.create_task(self._serve())
 
+    def authenticated(self) -> None:
+        """A request on this connection was authenticated: it no longer counts as unauthenticated."""
+        if not self.trusted:
+            self.trusted = True
+            self.listener._untrusted.pop(self, None)
+
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
+        self.listener._untrusted.pop(self, None)
         if self in self.listener._connections:
             self.listener._connections.discard(self)
             self.listener._count -= 1
@@ -462,6 +471,10 @@ class Listener:
         self._connections: set[ClientConnection] = set()
         #: Connections counted against the limit: handshaking or open.
         self._count = 0
+        #: Handshakes and connections not authenticated yet, oldest first -> how to end them.
+        self._untrusted: dict[object, Callable[[], object]] = {}
+        #: Unauthenticated connections ended to make room (``reservedConnections``).
+        self.evicted = 0
         self._streams: set[Exchange] = set()
 
     async def start(self, host: str, port: int) -> int:
@@ -509,10 +522,17 @@ class Listener:
                     client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
                 client.close()
                 continue
+            if self._untrusted and len(self._untrusted) >= self.limits.max_connections - self.limits.reserve:
+                # the slots left are kept for authenticated clients (Kueue): the oldest
+                # unauthenticated connection makes room, so idle or slow ones cannot lock Kueue out
+                key = next(iter(self._untrusted))
+                self._untrusted.pop(key)()
+                self.evicted += 1
             self._count += 1
             task = loop.create_task(self._handshake(client))
             self._handshakes.add(task)
             task.add_done_callback(self._handshakes.discard)
+            self._untrusted[task] = task.cancel
 
     async def _handshake(self, client: socket.socket) -> None:
         loop = asyncio.get_running_loop()
@@ -522,6 +542,7 @@ class Listener:
             made.append(ClientConnection(self))
             return made[0]
 
+        task = asyncio.current_task()
         try:
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self.ssl_context is None:
@@ -531,9 +552,15 @@ class Listener:
                     protocol, client, ssl=self.ssl_context, ssl_handshake_timeout=self.limits.handshake_seconds
                 )
         except BaseException:  # a failed or timed-out handshake (or shutdown): nothing was made
+            self._untrusted.pop(task, None)
             if not made or made[0] not in self._connections:
                 self._count -= 1
             client.close()
+            if made and made[0].transport is not None:
+                made[0].abort()
+            return
+        if self._untrusted.pop(task, None) is not None and made and not made[0].trusted and made[0].writable:
+            self._untrusted[made[0]] = made[0].abort
 
     @property
     def connections(self) -> int:

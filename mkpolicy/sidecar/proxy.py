@@ -157,6 +157,7 @@ class WorkerEndpoint:
             self.hub.metrics.inflight.inc()  # (the fast path counted its own)
         try:
             entry = self.route(head, target)
+            exchange.conn.authenticated()
             if target is not None and entry is None and self._pending_create(target):
                 code = await self._create_unresolved(exchange, target)
             elif entry is None or target is None:

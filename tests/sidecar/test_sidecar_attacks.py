@@ -223,7 +223,7 @@ def test_switching_protocols_and_informational_answers_are_not_reused(fast: bool
 
 def test_connections_above_the_limit_are_closed_before_tls() -> None:
     async def scenario() -> None:
-        async with wire(replying(JSON_ANSWER), limits=Limits(max_connections=4)) as w:
+        async with wire(replying(JSON_ANSWER), limits=Limits(max_connections=4, reserved_connections=0)) as w:
             held = [await w.connect() for _ in range(4)]
             with pytest.raises((ConnectionError, ssl.SSLError, asyncio.IncompleteReadError, OSError)):
                 reader, writer = await w.connect()
@@ -239,6 +239,26 @@ def test_connections_above_the_limit_are_closed_before_tls() -> None:
             reader, writer = await w.connect()
             writer.write(w.get("/api/v1/pods"))
             assert await read_response(reader) == JSON_ANSWER
+
+    asyncio.run(scenario())
+
+
+def test_idle_unauthenticated_connections_cannot_lock_kueue_out() -> None:
+    """The slots above ``maxConnections - reservedConnections`` are kept for authenticated clients:
+    a new connection ends the oldest unauthenticated one, and Kueue's, once authenticated, stays."""
+
+    async def scenario() -> None:
+        async with wire(replying(JSON_ANSWER), limits=Limits(max_connections=8, reserved_connections=2)) as w:
+            idle = [await w.connect() for _ in range(8)]  # every slot an unauthenticated one may take
+            reader, writer = await w.connect()  # Kueue
+            writer.write(w.get("/api/v1/pods"))
+            assert await read_response(reader) == JSON_ANSWER
+            idle += [await w.connect() for _ in range(12)]  # more of them: they end each other
+            writer.write(w.get("/api/v1/pods"))
+            assert await read_response(reader) == JSON_ANSWER  # Kueue's connection is still there
+            assert w.listener.evicted >= 12 and w.listener.refused == 0
+            for _, idle_writer in idle:
+                idle_writer.close()
 
     asyncio.run(scenario())
 
