@@ -380,7 +380,7 @@ class WorkerEndpoint:
             relay_error(exchange, resp, raw)
             return int(resp.status)
         self._count(entry, "create", outcome, seconds)
-        return await self._relay_object(exchange, conn, resp, entry, manager)
+        return await self._relay_object(exchange, conn, resp, entry, manager, (namespace, name))
 
     async def _create_unresolved(self, exchange: Exchange, target: Target) -> int:
         """A create in the group of a pending policy: refused when it is of that kind, else passed on."""
@@ -421,7 +421,7 @@ class WorkerEndpoint:
         head = exchange.head
         out = self.upstream.head(head.method, head.target, head.headers, reencoded=True)
         conn, resp = await self._send(head.method, out, None, exchange, sent)
-        return await self._relay_object(exchange, conn, resp, entry, None)
+        return await self._relay_object(exchange, conn, resp, entry, None, self._addressed(head))
 
     # -- the worker (through the transport, its failures noted for /readyz) -------------------------
     async def _send(
@@ -459,10 +459,12 @@ class WorkerEndpoint:
         resp: Any,
         entry: Entry,
         manager: dict[str, Any] | None,
+        addressed: tuple[str | None, str],
     ) -> int:
         """The worker's answer with the object rewritten by the policy's sync (errors relayed as sent).
 
-        ``manager``: the manager's object when known (a create), else read for the object.
+        ``manager``: the manager's object when known (a create), else read for the object;
+        ``addressed``: the namespace and name the request was for (the worker must answer that object).
         """
         raw = await self._answer(conn, resp)
         if resp.status >= 300:
@@ -475,17 +477,17 @@ class WorkerEndpoint:
                 502, f"mkpolicy sidecar: worker {self.cluster} sent a body that is not JSON (or nests too deeply)"
             ) from None
         if isinstance(doc, dict) and doc.get("kind") == entry.adapter.gvk.kind:
-            meta = doc.get("metadata") or {}
+            self._check_addressed(doc, entry, addressed)
             if manager is None:
-                manager = await self._manager(entry, meta.get("namespace"), str(meta.get("name") or ""))
+                manager = await self._manager(entry, addressed[0], addressed[1])
             obj, outcome, seconds = await self.hub.offload(
                 entry.adapter, measure, rewrite_status, entry.adapter, doc, manager, self.cluster, self.hub.origin
             )
-            doc = self._synced(entry, doc, manager, obj, outcome, seconds)
+            doc = self._synced(entry, doc, manager, obj, outcome, seconds, addressed[0])
         respond_json(exchange, resp, doc)
         return int(resp.status)
 
-    def rewrite_now(self, doc: Any, entry: Entry) -> tuple[bool, Any]:
+    def rewrite_now(self, doc: Any, entry: Entry, head: RequestHead) -> tuple[bool, Any]:
         """(True, ``doc`` rewritten) when that needs no waiting: the manager object cached, the
         policy proven fast; else (False, None) and nothing done. StatusError as the slow path."""
         if not isinstance(doc, dict) or doc.get("kind") != entry.adapter.gvk.kind:
@@ -493,17 +495,44 @@ class WorkerEndpoint:
         adapter = entry.adapter
         if not self.hub.inline(adapter):
             return False, None
-        meta = doc.get("metadata") or {}
-        manager = self.hub.cached_manager_object(entry, meta.get("namespace"), str(meta.get("name") or ""))
+        addressed = self._addressed(head)
+        self._check_addressed(doc, entry, addressed)
+        manager = self.hub.cached_manager_object(entry, addressed[0], addressed[1])
         if manager is None:
             return False, None
         obj, outcome, seconds = self.hub.run_here(
             adapter, measure, rewrite_status, adapter, doc, manager, self.cluster, self.hub.origin
         )
-        return True, self._synced(entry, doc, manager, obj, outcome, seconds)
+        return True, self._synced(entry, doc, manager, obj, outcome, seconds, addressed[0])
+
+    def _addressed(self, head: RequestHead) -> tuple[str | None, str]:
+        """The namespace and name a read addresses."""
+        target = self.target_of(head)
+        return (target.namespace, target.name or "") if target is not None else (None, "")
+
+    def _check_addressed(self, doc: dict[str, Any], entry: Entry, addressed: tuple[str | None, str]) -> None:
+        """StatusError 502 unless the worker answered the object the request addressed (a worker
+        answering another one must not have another namespace's manager object read, or an Event
+        recorded there)."""
+        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+        assert isinstance(meta, dict)
+        namespace = meta.get("namespace") if entry.info.namespaced else None
+        if meta.get("name") != addressed[1] or (entry.info.namespaced and namespace != addressed[0]):
+            raise StatusError(
+                502,
+                f"mkpolicy sidecar: worker {self.cluster} answered {ref(namespace, str(meta.get('name'))[:253])} "
+                f"for {ref(addressed[0], addressed[1])}",
+            )
 
     def _synced(
-        self, entry: Entry, doc: dict[str, Any], manager: Any, obj: dict[str, Any], outcome: Outcome, seconds: float
+        self,
+        entry: Entry,
+        doc: dict[str, Any],
+        manager: Any,
+        obj: dict[str, Any],
+        outcome: Outcome,
+        seconds: float,
+        namespace: str | None,
     ) -> dict[str, Any]:
         """The object rewritten by the policy's sync (:func:`rewrite_status`, which never raises),
         counted; a failed sync said on the job.
@@ -517,7 +546,7 @@ class WorkerEndpoint:
         if outcome.result == "error":
             meta = doc.get("metadata") or {}
             ctx = context_of(doc, self.cluster)
-            where = self._ref(entry, manager, meta.get("namespace"), meta.get("name"), ctx.workload_name if ctx else "")
+            where = self._ref(entry, manager, namespace, meta.get("name"), ctx.workload_name if ctx else "")
             message = f"the status from {self.cluster} is not written: {outcome.error or 'the sync failed'}"
             self._refused(entry.name, "SyncFailed", where, message)
         return obj

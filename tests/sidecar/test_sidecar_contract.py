@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from sidecar_harness import DATA
-from test_sidecar_wire import JSON_ANSWER, PolicyHub, read_response, replying, wire
+from test_sidecar_wire import JSON_ANSWER, PolicyHub, json_answer, pipelinerun, read_response, replying, wire
 
 import mkpolicy
 from mkpolicy.policy import GVK
@@ -279,3 +279,23 @@ def test_the_architecture_page_holds_the_generated_contract() -> None:
     assert section == render_markdown(), (
         "docs/architecture.md's wire contract table is out of date: replace it with `mkpolicy export wire-contract`"
     )
+
+
+@pytest.mark.parametrize(("namespace", "name"), [("team-b", "r"), ("team-a", "other")])
+def test_a_worker_answering_another_object_reads_nothing_of_it(namespace: str, name: str, fast: bool) -> None:
+    """A hostile worker's answer naming another object (another namespace's): no manager read, no Event there."""
+
+    async def scenario() -> None:
+        hub = strict_hub()
+        hub.managers = {"r": pipelinerun("r", worker=False), "other": pipelinerun("other", worker=False)}
+        answer = pipelinerun(name, worker=True)
+        answer["metadata"]["namespace"] = namespace
+        async with wire(replying(json_answer(answer)), hub=hub, fast=fast) as w:
+            reader, writer = await w.connect()
+            writer.write(w.get(f"{RUNS}/r", "Accept: application/json"))
+            got = await read_response(reader)
+            assert got.startswith(b"HTTP/1.1 502 "), got[:80]
+            assert f"answered {namespace}/{name} for team-a/r".encode() in got
+            assert hub.hits == 0 and hub.direct_reads == 0
+
+    asyncio.run(scenario())
