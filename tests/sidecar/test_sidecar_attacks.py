@@ -397,6 +397,22 @@ def test_secret_files_are_created_exclusively_and_private(tmp_path: Any) -> None
         assert stat.S_IMODE((state / name).stat().st_mode) == 0o600
 
 
+@pytest.mark.parametrize("name", ["tokens.json", "ca.key", "ca.crt", "tls.key"])
+def test_state_files_others_may_write_are_not_trusted(tmp_path: Any, name: str) -> None:
+    """A pre-existing world-writable state file (a planted token or CA) stops the start, saying which."""
+    from mkpolicy.sidecar.config import ConfigError
+
+    state = tmp_path / "state"
+    tokens = load_or_create(str(state), ["w"], ["127.0.0.1"]).tokens
+    (state / "tokens.json").write_text(json.dumps({"w": "planted-" + "x" * 40}))
+    os.chmod(state / name, 0o666)
+    with pytest.raises(ConfigError) as info:
+        load_or_create(str(state), ["w"], ["127.0.0.1"])
+    assert f"{state / name}: mode 0666 lets others write it" in info.value.message
+    os.chmod(state / name, 0o600)
+    assert load_or_create(str(state), ["w"], ["127.0.0.1"]).tokens != tokens  # trusted again once private
+
+
 # -- bad input elsewhere -----------------------------------------------------------------------------------
 
 
