@@ -435,21 +435,27 @@ class WorkerEndpoint:
         try:
             return await self.forward.send(method, head, body, exchange, READ_TIMEOUT, sent)
         except StatusError as exc:
-            self.hub.worker_failed(self.cluster, exc.message)
+            self._worker_failed(exc)
             raise
+
+    def _worker_failed(self, exc: StatusError) -> None:
+        """Note a failure on the worker's side for /readyz (a client's own errors, such as a
+        malformed body, and the sidecar's 429s are not the worker's)."""
+        if exc.code in (502, 503, 504):
+            self.hub.worker_failed(self.cluster, exc.message)
 
     async def _answer(self, conn: WorkerConnection, resp: Any) -> bytes:
         try:
             return await self.forward.answer(conn, resp)
         except StatusError as exc:
-            self.hub.worker_failed(self.cluster, exc.message)
+            self._worker_failed(exc)
             raise
 
     async def _passthrough(self, exchange: Exchange, target: Target | None, sent: WorkerConnection | None) -> int:
         try:
             return await self.forward.passthrough(exchange, target, sent)
         except StatusError as exc:
-            self.hub.worker_failed(self.cluster, exc.message)
+            self._worker_failed(exc)
             raise
 
     async def _relay_object(

@@ -41,7 +41,19 @@ MAX_IDLE = 32
 IDLE_SECONDS = 60.0
 
 #: Request fields never forwarded: hop-by-hop, the client's credentials, what the sidecar sets itself.
-_DROPPED = HOP_BY_HOP | {"authorization", "host", "expect", "proxy-authorization"}
+_DROPPED = (
+    HOP_BY_HOP
+    | {"authorization", "host", "expect", "proxy-authorization"}
+    | {
+        # what a client says about where a request came from is not relayed: the worker's audit log
+        # would record it as the sidecar's word (the sidecar itself adds nothing)
+        "forwarded",
+        "x-forwarded-for",
+        "x-forwarded-host",
+        "x-forwarded-proto",
+        "x-real-ip",
+    }
+)
 #: Also dropped when the sidecar re-encodes the body (it sets them itself).
 _DROPPED_REENCODED = _DROPPED | {"content-length", "transfer-encoding", "content-type", "accept", "accept-encoding"}
 

@@ -586,3 +586,78 @@ def test_yaml_alias_bombs_of_large_strings_and_huge_integers(loader: str) -> Non
         load("x: 1\nn: " + "1" * 100_000 + "\n")
     assert "an integer of 100,000" in info.value.message and info.value.location is not None
     assert info.value.location.line == 2
+
+
+# -- the small slips ----------------------------------------------------------------------------------------
+
+
+def test_connection_naming_accept_is_refused() -> None:
+    """Dropping Accept upstream would turn the metadata-only read the sidecar let pass into a full one."""
+
+    async def scenario() -> None:
+        async with wire(replying(JSON_ANSWER)) as w:
+            accept = "Accept: application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+            got = await refused(w, w.get(f"{PR}/pr1", accept, "Connection: accept"))
+            assert got.startswith(b"HTTP/1.1 400 ") and b"names accept" in got
+            assert w.worker.requests == []
+
+    asyncio.run(scenario())
+
+
+def test_a_worker_answer_whose_connection_names_its_framing_is_not_relayed() -> None:
+    async def scenario() -> None:
+        bad = b"HTTP/1.1 200 OK\r\nConnection: Content-Length\r\nContent-Length: 2\r\n\r\n{}"
+        async with wire(replying(bad)) as w:
+            reader, writer = await w.connect()
+            writer.write(w.get("/api/v1/namespaces/a/configmaps/c"))
+            got = await read_response(reader)
+            assert got.startswith(b"HTTP/1.1 502 ") and b"frames the answer" in got
+
+    asyncio.run(scenario())
+
+
+def test_forwarding_fields_are_not_relayed() -> None:
+    async def scenario() -> None:
+        async with wire(replying(JSON_ANSWER)) as w:
+            reader, writer = await w.connect()
+            spoofed = ("X-Forwarded-For: 10.0.0.1", "Forwarded: for=10.0.0.1", "X-Real-Ip: 10.0.0.1")
+            writer.write(w.get("/api/v1/namespaces/a/configmaps/c", *spoofed))
+            assert await read_response(reader) == JSON_ANSWER
+            sent = w.worker.requests[0].head.fields
+            assert not {"x-forwarded-for", "forwarded", "x-real-ip"} & set(sent)
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("target", "path"),
+    [
+        ("http://sidecar?x=/api/v1/secrets", "/?x=/api/v1/secrets"),
+        ("https://sidecar#/api", "/#/api"),
+        ("http://sidecar/apis?x=/y", "/apis?x=/y"),
+        ("http://sidecar", "/"),
+    ],
+)
+def test_an_absolute_form_target_keeps_its_path(target: str, path: str) -> None:
+    from mkpolicy.sidecar.http1 import HttpError, parse_request_head
+
+    try:
+        head = parse_request_head(f"GET {target} HTTP/1.1\r\nHost: sidecar\r\n\r\n".encode())
+    except HttpError:
+        assert "#" in target  # llhttp refuses a fragment: never the query's '/' as the path
+        return
+    assert head.target == path
+
+
+def test_a_clients_malformed_body_is_not_the_workers_failure() -> None:
+    async def scenario() -> None:
+        async with wire(replying(JSON_ANSWER)) as w:
+            reader, writer = await w.connect()
+            writer.write(
+                w.get("/api/v1/namespaces/a/configmaps", "Transfer-Encoding: chunked", method="POST") + b"zz\r\n"
+            )
+            got = await asyncio.wait_for(reader.read(), 5)
+            assert got.startswith(b"HTTP/1.1 400 ") or got == b""
+            assert w.hub.failures == []
+
+    asyncio.run(scenario())
