@@ -81,11 +81,24 @@ class KubeClient:
     """An async client for one API server. Use as ``async with KubeClient(cfg) as c``."""
 
     def __init__(self, config: RestConfig, *, timeout: float = 30.0, user_agent: str = "mkpolicy") -> None:
-        self.config = config
-        self._tokens = TokenSource(config)
         self._timeout = timeout
         self._user_agent = user_agent
         self._session: aiohttp.ClientSession | None = None
+        #: Sessions of earlier configurations (requests and watches in flight end on them); closed by :meth:`close`.
+        self._retired: list[aiohttp.ClientSession] = []
+        self._configure(config)
+
+    def reconfigure(self, config: RestConfig) -> None:
+        """Use ``config`` from the next request on (a rotated CA, certificate or server); requests and
+        watches in flight finish on the connections they have."""
+        self._configure(config)
+        if self._session is not None:
+            self._retired.append(self._session)
+            self._session = None
+
+    def _configure(self, config: RestConfig) -> None:
+        self.config = config
+        self._tokens = TokenSource(config)
         self._ssl = config.ssl_context()
         parts = urlsplit(config.server)
         #: The server URL without user info (that authenticates through :meth:`headers`).
@@ -127,6 +140,9 @@ class KubeClient:
 
     async def close(self) -> None:
         """Close the connection pool."""
+        retired, self._retired = self._retired, []
+        for session in retired:
+            await session.close()
         if self._session is not None:
             await self._session.close()
             self._session = None

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import aiohttp
 
+from mkpolicy.errors import MkpolicyError
 from mkpolicy.kube.client import ApiError, KubeClient, ResourceInfo
 from mkpolicy.kube.kubeconfig import dump_kubeconfig, load_kubeconfig, rest_config
 from mkpolicy.kube.rest import RestConfig, in_cluster_config
@@ -79,6 +80,9 @@ class Sidecar:
         self._evaluator = Evaluator(transform_threads)
         self._store = PolicyStore(policies_dir, self._resolve, self.metrics, self._policies_changed)
         self._first_load: asyncio.Task[None] | None = None
+        self._manager_follow: asyncio.Task[None] | None = None
+        #: Why the manager's kubeconfig (or service account) could not be read again, or None.
+        self._manager_problem: str | None = None
         self._started = False
         self._contract: Contract | None = None
         self._contract_key: tuple[object, object] = (None, None)
@@ -183,6 +187,8 @@ class Sidecar:
             checks.extend(f"fail pending {p}" for p in active.pending)
             checks.extend(f"ok skipped {p}" for p in active.skipped)
         checks.extend(link.readiness() for link in self._links.values())
+        if self._manager_problem is not None:
+            checks.append(f"fail manager: {self._manager_problem}")
         checks.extend(f"warn wiring {name}: {why}" for name, why in self._wiring_problems.items())
         if self.kueue is not None:
             checks.append(f"ok kueue: {self.kueue.describe()}")
@@ -246,6 +252,8 @@ class Sidecar:
             link.follow(self._manager, interval)
         self.events.start()
         self._store.start(interval)
+        if self._manager_config is None and interval > 0:
+            self._manager_follow = asyncio.create_task(self._follow_manager(interval), name="manager-kubeconfig")
         self._report_kueue(self._store.active)
 
     def _report_kueue(self, active: PolicySet | None) -> None:
@@ -263,6 +271,29 @@ class Sidecar:
         address = self.config.listen.address
         ports = {p for p in self.config.worker_ports() if p} | set(self._ports.values())
         return frozenset(endpoint_url(address, p) for p in ports)
+
+    async def _follow_manager(self, interval: float) -> None:
+        """Read the manager's kubeconfig (or the service account's CA) again every ``interval`` seconds
+        and take up a change (a rotated CA, client certificate, server) from the next request on, as
+        worker kubeconfigs are followed."""
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                config = manager_rest_config(self.config)
+            except MkpolicyError as exc:
+                if self._manager_problem is None:
+                    log.warning("manager kubeconfig unreadable; the last one is kept", extra=fields(error=exc.message))
+                self._manager_problem = exc.message
+                continue
+            self._manager_problem = None
+            manager = self._manager
+            if manager is not None and config != manager.config:
+                try:
+                    manager.reconfigure(config)
+                except MkpolicyError as exc:
+                    self._manager_problem = exc.message
+                    continue
+                log.info("manager kubeconfig changed; taken up", extra=fields(server=config.server))
 
     async def _retry_first_load(self) -> None:
         delay = 0.5
@@ -293,6 +324,8 @@ class Sidecar:
         log.info("sidecar stopping", extra=fields(grace_seconds=self.config.shutdown.grace_period_seconds))
         if self._first_load is not None:
             self._first_load.cancel()
+        if self._manager_follow is not None:
+            self._manager_follow.cancel()
         await self._store.stop()
         # Every endpoint stops listening and drains at once (watches end cleanly); the probes go last.
         grace = self.config.shutdown.grace_period_seconds

@@ -309,3 +309,42 @@ def test_one_worker_unwirable_one_unreachable_the_other_serves(tmp_path: Path) -
                 assert any(c.startswith("warn wiring worker2: worker worker2: MultiKueueCluster") for c in checks)
 
         asyncio.run(scenario())
+
+
+def test_a_rotated_manager_kubeconfig_is_taken_up(tmp_path: Path) -> None:
+    """The manager's kubeconfig is followed as the workers' are: a rotated CA is used from the next read on."""
+    from mkpolicy.kube.certs import make_ca
+
+    with clusters(tmp_path) as env:
+        path = env.kubeconfigs["manager"]
+        good = yaml.safe_load(path.read_text())
+        rotated = yaml.safe_load(path.read_text())
+        other_ca = make_ca("another-ca").cert_pem
+        rotated["clusters"][0]["cluster"]["certificate-authority-data"] = base64.b64encode(other_ca).decode()
+
+        async def scenario() -> None:
+            async with running(env.config(), policy_dir(tmp_path, TEKTON)) as sidecar, kueue(env, sidecar) as driver:
+                env.manager.create(pipelinerun("run-1", env.ns))
+                await driver.sync_job("worker1", env.ns, "run-1", "wl-1")
+                async with client(sidecar.kubeconfig("worker1")) as w1:
+
+                    async def read() -> int:
+                        try:
+                            await w1.get(PIPELINERUNS.path(env.ns, "run-1"))
+                        except ApiError as exc:
+                            return exc.status
+                        return 200
+
+                    assert await read() == 200
+                    path.write_text(yaml.safe_dump(rotated))  # the manager's CA as the sidecar now sees it
+                    await eventually(
+                        lambda: sidecar._manager is not None and sidecar._manager.config.ca_pem == other_ca
+                    )
+                    assert await read() == 503  # the manager's object cannot be read: nothing untransformed
+                    path.write_text(yaml.safe_dump(good))
+                    await eventually(
+                        lambda: sidecar._manager is not None and sidecar._manager.config.ca_pem != other_ca
+                    )
+                    assert await read() == 200
+
+        asyncio.run(scenario())
