@@ -329,6 +329,12 @@ class Limits(_Model):
     max_worker_connections: int = Field(
         default=256, description="Connections to one worker at most (watches included); more requests wait."
     )
+    watch_idle_seconds: float = Field(
+        default=180.0,
+        description="A relayed watch on which the worker sends nothing for this long is ended (cleanly, at an "
+        "event boundary), and Kueue reconnects: a worker connection that died silently is noticed. Kueue asks "
+        "for bookmarks, which kube-apiserver sends about every minute.",
+    )
     max_answer_bytes: int = Field(
         default=8 * 1024 * 1024,
         description="Largest worker answer the sidecar reads whole to rewrite (a policy kind's object), "
@@ -359,7 +365,7 @@ class Limits(_Model):
             raise ValueError(f"expected 1 to 100000; found {value}")
         return value
 
-    @field_validator("handshake_seconds", "head_seconds", "idle_seconds", "worker_wait_seconds")
+    @field_validator("handshake_seconds", "head_seconds", "idle_seconds", "worker_wait_seconds", "watch_idle_seconds")
     @classmethod
     def _seconds(cls, value: float) -> float:
         if not 0 < value <= 3600:

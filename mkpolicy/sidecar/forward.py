@@ -180,7 +180,9 @@ class Forwarder:
             exchange.streaming(conn.wake)
         reusable = False
         try:
-            reusable = await splice(exchange, conn, resp, watching=watching)
+            reusable = await splice(
+                exchange, conn, resp, watching=watching, watch_idle=self.upstream.limits.watch_idle_seconds
+            )
         finally:
             if watching:
                 exchange.streaming(None)

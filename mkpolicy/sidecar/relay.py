@@ -83,11 +83,14 @@ def client_head(resp: ResponseHead) -> bytes:
     return status_line + b"\r\n" + "".join(lines).encode("latin-1") + b"\r\n"
 
 
-async def splice(exchange: Exchange, conn: WorkerConnection, resp: ResponseHead, *, watching: bool) -> bool:
+async def splice(
+    exchange: Exchange, conn: WorkerConnection, resp: ResponseHead, *, watching: bool, watch_idle: float | None = None
+) -> bool:
     """Relay the worker's answer (head and body) to the client as it comes.
 
     Returns whether the worker connection can be reused. The exchange is complete when
-    the whole body was relayed (or a stream was ended cleanly).
+    the whole body was relayed (or a stream was ended cleanly). ``watch_idle``: a watch
+    silent that long is ended (cleanly when at an event boundary; the client reconnects).
     """
     framing = resp.framing
     if framing == "close":
@@ -128,8 +131,12 @@ async def splice(exchange: Exchange, conn: WorkerConnection, resp: ResponseHead,
                 return False
             try:
                 await client.drain()
-                await conn.wait_readable(None if watching else READ_TIMEOUT)
-            except (TimeoutError, ConnectionResetError):
+                await conn.wait_readable(watch_idle if watching else READ_TIMEOUT)
+            except TimeoutError:
+                if watching and scanner is not None and scanner.at_boundary:
+                    exchange.send(LAST_CHUNK)  # silent too long: the worker may be gone; the client reconnects
+                return False
+            except ConnectionResetError:
                 return False
             if not conn.buffer and conn.eof:
                 if framing == "close":

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import socket
 import ssl
 import time
@@ -56,6 +57,29 @@ _DROPPED = (
 )
 #: Also dropped when the sidecar re-encodes the body (it sets them itself).
 _DROPPED_REENCODED = _DROPPED | {"content-length", "transfer-encoding", "content-type", "accept", "accept-encoding"}
+
+
+#: TCP keepalive of worker connections, as client-go's dialer sets it (k8s.io/client-go/transport/cache.go:
+#: ``net.Dialer{KeepAlive: 30 * time.Second}``, which Go applies as idle time and interval; Linux's 9
+#: probes): a worker connection that dies silently is noticed even when no byte is due on it.
+KEEPALIVE_SECONDS = 30
+KEEPALIVE_PROBES = 9
+
+
+def keepalive(transport: asyncio.BaseTransport | None) -> None:
+    """Turn TCP keepalive on for ``transport``'s socket (where the platform has the options)."""
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is None:
+        return
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        for option, value in (
+            ("TCP_KEEPIDLE", KEEPALIVE_SECONDS),
+            ("TCP_KEEPINTVL", KEEPALIVE_SECONDS),
+            ("TCP_KEEPCNT", KEEPALIVE_PROBES),
+        ):
+            if hasattr(socket, option):
+                sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
 
 
 class Proxy:
@@ -357,6 +381,7 @@ class Upstream:
             raise UpstreamError("connect", f"{type(exc).__name__}: {text}" if text else type(exc).__name__) from None
         if conn.lost:  # closed already (the worker's accept backlog): counted down by _forget
             raise UpstreamError("connect", "the connection closed at once")
+        keepalive(conn.transport)
         self.connections.add(conn)
         return conn
 

@@ -661,3 +661,40 @@ def test_a_clients_malformed_body_is_not_the_workers_failure() -> None:
             assert w.hub.failures == []
 
     asyncio.run(scenario())
+
+
+def test_a_silent_watch_is_ended_and_its_worker_connection_closed() -> None:
+    """A worker that died silently (no bookmark, no byte) no longer holds Kueue's watch open forever:
+    after ``watchIdleSeconds`` the watch ends at an event boundary and Kueue reconnects."""
+
+    async def scenario() -> None:
+        limits = Limits(watch_idle_seconds=0.5)
+        async with wire(watch_script([b'{"type":"BOOKMARK","object":{}}\n'], end=False), limits=limits) as w:
+            reader, writer = await w.connect()
+            writer.write(w.get("/api/v1/pods?watch=true&allowWatchBookmarks=true"))
+            await reader.readuntil(b"\r\n\r\n")
+            assert await asyncio.wait_for(reader.readuntil(b"}\n\r\n"), 5)
+            assert await asyncio.wait_for(reader.readuntil(b"0\r\n\r\n"), 10) == b"0\r\n\r\n"
+            for _ in range(500):  # the worker connection is closed, not pooled
+                if w.worker.closed == 1:
+                    break
+                await asyncio.sleep(0.01)
+            assert w.worker.closed == 1
+            assert w.metric("mkpolicy_sidecar_active_watches", cluster="w") == 0
+
+    asyncio.run(scenario())
+
+
+def test_worker_connections_have_tcp_keepalive() -> None:
+    import socket
+
+    async def scenario() -> None:
+        async with wire(replying(JSON_ANSWER)) as w:
+            conn = await w.upstream.acquire()
+            sock = conn.transport.get_extra_info("socket") if conn.transport is not None else None
+            assert sock is not None and sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) != 0
+            if hasattr(socket, "TCP_KEEPIDLE"):
+                assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == 30
+            w.upstream.release(conn, False)
+
+    asyncio.run(scenario())
