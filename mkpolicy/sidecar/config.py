@@ -346,6 +346,17 @@ class Limits(_Model):
         "it is answered 429 (Retry-After: 1), which client-go retries.",
     )
 
+    worker_answer_budget_bytes: int = Field(
+        default=24 * 1024 * 1024,
+        description="Bytes of one worker's answers being rewritten at once (429 above): a slow or hostile worker "
+        "cannot take the whole answerBudgetBytes from the others. Counted as bytes arrive.",
+    )
+    answer_seconds: float = Field(
+        default=60.0,
+        description="Time a worker answer read whole (to be rewritten) has to arrive completely: a dripped body "
+        "holds its bytes no longer (503 after it).",
+    )
+
     @field_validator("reserved_connections")
     @classmethod
     def _reserved(cls, value: int) -> int:
@@ -365,14 +376,23 @@ class Limits(_Model):
             raise ValueError(f"expected 1 to 100000; found {value}")
         return value
 
-    @field_validator("handshake_seconds", "head_seconds", "idle_seconds", "worker_wait_seconds", "watch_idle_seconds")
+    @field_validator(
+        "handshake_seconds",
+        "head_seconds",
+        "idle_seconds",
+        "worker_wait_seconds",
+        "watch_idle_seconds",
+        "answer_seconds",
+    )
     @classmethod
     def _seconds(cls, value: float) -> float:
         if not 0 < value <= 3600:
             raise ValueError(f"expected more than 0 and at most 3600 seconds; found {value}")
         return value
 
-    @field_validator("max_head_bytes", "max_body_bytes", "max_answer_bytes", "answer_budget_bytes")
+    @field_validator(
+        "max_head_bytes", "max_body_bytes", "max_answer_bytes", "answer_budget_bytes", "worker_answer_budget_bytes"
+    )
     @classmethod
     def _bytes(cls, value: int) -> int:
         if not 1024 <= value <= 1 << 34:

@@ -138,7 +138,15 @@ class Forwarder:
         """The whole body of an answer (the connection released); StatusError when the worker breaks off."""
         limits = self.upstream.limits
         try:
-            raw = await read_answer(conn, resp, timeout, limits.max_answer_bytes, limits.answer_budget_bytes)
+            raw = await read_answer(
+                conn,
+                resp,
+                timeout,
+                limits.max_answer_bytes,
+                limits.answer_budget_bytes,
+                (self.upstream.answers, limits.worker_answer_budget_bytes),
+                limits.answer_seconds,
+            )
         except AnswerTooLarge as exc:
             self.upstream.release(conn, False)
             if exc.busy:

@@ -59,6 +59,24 @@ _DROPPED = (
 _DROPPED_REENCODED = _DROPPED | {"content-length", "transfer-encoding", "content-type", "accept", "accept-encoding"}
 
 
+class AnswerBudget:
+    """Bytes of worker answers held whole at once (to be rewritten): the process's, or one worker's."""
+
+    def __init__(self) -> None:
+        self.used = 0
+
+    def take(self, size: int, limit: int) -> bool:
+        """Hold ``size`` more bytes if that stays within ``limit``."""
+        if self.used + size > limit:
+            return False
+        self.used += size
+        return True
+
+    def give(self, size: int) -> None:
+        """Release ``size`` bytes."""
+        self.used -= size
+
+
 #: TCP keepalive of worker connections, as client-go's dialer sets it (k8s.io/client-go/transport/cache.go:
 #: ``net.Dialer{KeepAlive: 30 * time.Second}``, which Go applies as idle time and interval; Linux's 9
 #: probes): a worker connection that dies silently is noticed even when no byte is due on it.
@@ -231,6 +249,8 @@ class Upstream:
     def __init__(self, name: str, config: RestConfig, limits: Limits | None = None) -> None:
         self.name = name
         self.limits = limits or Limits()
+        #: Bytes of this worker's answers being rewritten (``limits.workerAnswerBudgetBytes``).
+        self.answers = AnswerBudget()
         #: Bumped by :meth:`update_config`; connections of an older one are not reused.
         self.generation = 0
         self._configure(config)

@@ -698,3 +698,45 @@ def test_worker_connections_have_tcp_keepalive() -> None:
             w.upstream.release(conn, False)
 
     asyncio.run(scenario())
+
+
+def test_a_dripping_worker_reserves_nothing_and_is_cut_at_the_answer_deadline() -> None:
+    """An announced Content-Length holds no budget (bytes count as they come), a dripped body ends
+    at ``answerSeconds``, and one worker's answers cannot take more than its own budget."""
+    from mkpolicy.sidecar.conn import Connection
+    from mkpolicy.sidecar.http1 import parse_response_head
+    from mkpolicy.sidecar.relay import ANSWERS, AnswerTooLarge, read_answer
+    from mkpolicy.sidecar.upstream import AnswerBudget, UpstreamError
+
+    async def scenario() -> None:
+        resp = parse_response_head(b"HTTP/1.1 200 OK\r\nContent-Length: 8000000\r\n\r\n", "GET")
+        conn = Connection()
+        worker = AnswerBudget()
+        reading = asyncio.ensure_future(
+            read_answer(conn, resp, 5, 8 << 20, 64 << 20, (worker, 24 << 20), 0.5)  # type: ignore[arg-type]
+        )
+        for _ in range(3):  # the worker drips a byte now and then
+            await asyncio.sleep(0.05)
+            conn.buffer += b"x"
+            conn.wake()
+        for _ in range(100):  # (the reader takes the last byte on its next turn)
+            if ANSWERS.used == 3:
+                break
+            await asyncio.sleep(0.01)
+        assert ANSWERS.used == 3 and worker.used == 3  # what came, not what was announced
+        with pytest.raises(UpstreamError, match="did not come whole within"):
+            await asyncio.wait_for(reading, 10)
+        assert ANSWERS.used == 0 and worker.used == 0
+        # one worker's budget is its own
+        full = AnswerBudget()
+        full.used = 24 << 20
+        body = b"x" * 100
+        conn = Connection()
+        conn.buffer += body
+        conn.eof = True
+        resp = parse_response_head(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n", "GET")
+        with pytest.raises(AnswerTooLarge, match="this worker's answers") as info:
+            await read_answer(conn, resp, 5, 8 << 20, 64 << 20, (full, 24 << 20))  # type: ignore[arg-type]
+        assert info.value.busy and ANSWERS.used == 0
+
+    asyncio.run(scenario())
