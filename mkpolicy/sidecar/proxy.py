@@ -40,7 +40,7 @@ import aiohttp
 from mkpolicy.engine.generic import MAX_LABEL_VALUE, PREBUILT_WORKLOAD_KEY
 from mkpolicy.jsonvalues import dumps_kube, loads_kube
 from mkpolicy.kube.client import ApiError
-from mkpolicy.sidecar.bodies import decode
+from mkpolicy.sidecar.bodies import decode_body
 from mkpolicy.sidecar.contract import Contract, ContractRefusal
 from mkpolicy.sidecar.endpoints import Credentials
 from mkpolicy.sidecar.events import EventRecorder, ObjectRef
@@ -294,7 +294,7 @@ class WorkerEndpoint:
     async def _body(self, exchange: Exchange, kind: str) -> dict[str, Any]:
         """The request body as a JSON object (JSON or CBOR); StatusError when it is none."""
         head = exchange.head
-        body = decode(await exchange.read_body(MAX_BODY), head.fields.get("content-type"))
+        body = await decode_body(await exchange.read_body(MAX_BODY), head.fields.get("content-type"))
         if not isinstance(body, dict):
             raise StatusError(400, f"mkpolicy sidecar: expected a {kind} object; found a JSON {_json_type(body)}")
         return body
@@ -389,7 +389,7 @@ class WorkerEndpoint:
         policies = self.hub.policies
         kind = ""
         try:
-            body = decode(raw, head.fields.get("content-type"))
+            body = await decode_body(raw, head.fields.get("content-type"))
             kind = str(body.get("kind") or "") if isinstance(body, dict) else ""
         except StatusError:
             body = None  # not ours to judge: the worker answers it
