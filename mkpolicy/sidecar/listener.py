@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import socket
@@ -475,6 +476,8 @@ class Listener:
         self._untrusted: dict[object, Callable[[], object]] = {}
         #: Unauthenticated connections ended to make room (``reservedConnections``).
         self.evicted = 0
+        #: Handshakes ended to make room, whose slot was freed already.
+        self._evicted: set[asyncio.Task[None]] = set()
         self._streams: set[Exchange] = set()
 
     async def start(self, host: str, port: int) -> int:
@@ -532,7 +535,7 @@ class Listener:
             task = loop.create_task(self._handshake(client))
             self._handshakes.add(task)
             task.add_done_callback(self._handshakes.discard)
-            self._untrusted[task] = task.cancel
+            self._untrusted[task] = functools.partial(self._evict_handshake, task)
 
     async def _handshake(self, client: socket.socket) -> None:
         loop = asyncio.get_running_loop()
@@ -553,14 +556,29 @@ class Listener:
                 )
         except BaseException:  # a failed or timed-out handshake (or shutdown): nothing was made
             self._untrusted.pop(task, None)
-            if not made or made[0] not in self._connections:
+            if task in self._evicted:
+                self._evicted.discard(task)  # counted out when it was evicted
+            elif not made or made[0] not in self._connections:
                 self._count -= 1
             client.close()
             if made and made[0].transport is not None:
                 made[0].abort()
             return
         if self._untrusted.pop(task, None) is not None and made and not made[0].trusted and made[0].writable:
-            self._untrusted[made[0]] = made[0].abort
+            self._untrusted[made[0]] = functools.partial(self._evict_connection, made[0])
+
+    def _evict_handshake(self, task: asyncio.Task[None]) -> None:
+        """End a handshake to make room; its slot is free at once (a burst of accepts sees it)."""
+        self._evicted.add(task)
+        self._count -= 1
+        task.cancel()
+
+    def _evict_connection(self, conn: ClientConnection) -> None:
+        """End an unauthenticated connection to make room; its slot is free at once."""
+        if conn in self._connections:
+            self._connections.discard(conn)
+            self._count -= 1
+        conn.abort()
 
     @property
     def connections(self) -> int:
