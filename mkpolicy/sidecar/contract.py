@@ -39,7 +39,7 @@ SidecarConfig's ``wire.allow`` widens the contract, explicitly.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mkpolicy.policy import GVK
 from mkpolicy.sidecar.config import AllowPath, AllowRule
@@ -60,7 +60,11 @@ DISCOVERY_MEDIA = frozenset({"application/json", "application/json;as=APIGroupDi
 #: Bodies of creations and updates.
 OBJECT_BODIES = frozenset({"application/json", "application/vnd.kubernetes.protobuf", "application/cbor"})
 MERGE_PATCH = frozenset({"application/merge-patch+json"})
-STATUS_PATCH = frozenset({"application/apply-patch+yaml", "application/merge-patch+json"})
+#: Server-side apply (controller-runtime ``client.Apply``; CBOR with client-go's CBOR gates,
+#: apimachinery pkg/types/patch.go) or a merge patch (``WorkloadRequestUseMergePatch``).
+STATUS_PATCH = frozenset(
+    {"application/apply-patch+yaml", "application/apply-patch+cbor", "application/merge-patch+json"}
+)
 #: What a watch asks for (``client.Watch`` with ``MatchingLabels`` and ``AllowWatchBookmarks``).
 WATCH_QUERY = frozenset({"watch", "allowWatchBookmarks", "labelSelector"})
 #: A client-go reflector's LIST and WATCH (the controller-runtime cache of the queue kinds).
@@ -166,7 +170,6 @@ class Rule:
 
 
 _NAMED = frozenset({"get", "update", "patch", "delete"})
-_ANY = frozenset({"*"})
 
 
 def _shape(
@@ -286,6 +289,14 @@ class Contract:
     paths: tuple[tuple[str, frozenset[str]], ...] = ()
     #: Built before the first policy set is active: kinds not known yet are answered 503, not 403.
     provisional: bool = False
+    _index: dict[tuple[str, str], tuple[Rule, ...]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # checked on every request: the rules of a (group, resource), "*" resources included
+        index: dict[tuple[str, str], list[Rule]] = {}
+        for rule in self.rules:
+            index.setdefault((rule.group, rule.resource), []).append(rule)
+        object.__setattr__(self, "_index", {k: tuple(v) for k, v in index.items()})
 
     def check(self, head: RequestHead, target: Target | None) -> Rule | None:
         """The rule a request matches (None: discovery or another allowed path); :class:`ContractRefusal`
@@ -303,12 +314,11 @@ class Contract:
             self._check_discovery(head)
             return None
         what = _describe(target)
+        index = self._index
         candidates = [
             r
-            for r in self.rules
-            if r.group == target.group
-            and r.resource in (target.resource, "*")
-            and (r.versions is None or target.version in r.versions)
+            for r in index.get((target.group, target.resource), ()) + index.get((target.group, "*"), ())
+            if (r.versions is None or target.version in r.versions)
             and (r.shape.subresource == target.subresource or r.shape.subresource == "*")
         ]
         if not candidates and self.provisional:
