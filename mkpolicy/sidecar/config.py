@@ -297,6 +297,12 @@ class Limits(_Model):
         description="Client connections open at once per worker endpoint (TLS handshakes included); "
         "more are closed as they are accepted. Kueue needs one per watch plus a few for requests.",
     )
+    max_connections_per_address: int = Field(
+        default=64,
+        description="Of maxConnections, how many one client address may hold (more are reset as they are "
+        "accepted): a flood from one address leaves room for the others (the kubelet's probes on the ops port). "
+        "Kueue connects from 127.0.0.1 with one connection per watch and a few for requests.",
+    )
     reserved_connections: int = Field(
         default=32,
         description="Of maxConnections, the slots only authenticated clients (Kueue) hold: unauthenticated "
@@ -369,7 +375,7 @@ class Limits(_Model):
         """The reserved slots in force: ``reservedConnections``, at most a quarter of ``maxConnections``."""
         return min(self.reserved_connections, self.max_connections // 4)
 
-    @field_validator("max_connections", "max_header_fields", "max_worker_connections")
+    @field_validator("max_connections", "max_header_fields", "max_worker_connections", "max_connections_per_address")
     @classmethod
     def _count(cls, value: int) -> int:
         if not 1 <= value <= 100_000:

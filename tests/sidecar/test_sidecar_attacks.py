@@ -263,6 +263,30 @@ def test_idle_unauthenticated_connections_cannot_lock_kueue_out() -> None:
     asyncio.run(scenario())
 
 
+def test_one_address_cannot_take_every_slot() -> None:
+    """``maxConnectionsPerAddress``: a flood from one address is reset, another address still connects."""
+
+    async def scenario() -> None:
+        limits = Limits(max_connections=8, max_connections_per_address=3, reserved_connections=0)
+        async with wire(replying(JSON_ANSWER), limits=limits) as w:
+            held = [await w.connect() for _ in range(3)]
+            with pytest.raises((ConnectionError, ssl.SSLError, asyncio.IncompleteReadError, OSError)):
+                reader, writer = await w.connect()
+                writer.write(w.get("/api/v1/pods"))
+                await read_response(reader)
+            ctx = ssl.create_default_context(cadata=w.hub.credentials.ca.cert_pem.decode())
+            reader, writer = await asyncio.open_connection(
+                "127.0.0.1", w.port, ssl=ctx, local_addr=("127.0.0.2", 0), server_hostname="127.0.0.1"
+            )
+            writer.write(w.get("/api/v1/pods"))
+            assert await read_response(reader) == JSON_ANSWER
+            assert w.listener.refused >= 1
+            for _, held_writer in held:
+                held_writer.close()
+
+    asyncio.run(scenario())
+
+
 def test_a_head_sent_slowly_is_cut_at_its_deadline() -> None:
     async def scenario() -> None:
         async with wire(replying(JSON_ANSWER), limits=Limits(head_seconds=0.5)) as w:
