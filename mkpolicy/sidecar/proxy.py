@@ -6,15 +6,19 @@ bodies matter (see docs/architecture.md, "The wire"), and only those are transfo
 * ``create`` (POST) of a policy kind at the policy's version: the policy's ``create`` of
   the manager's object is sent, never Kueue's body; any failure answers a Kubernetes
   ``Status`` and nothing is created;
-* a full JSON ``get`` of a policy kind at the policy's version (the object itself or its
-  ``status`` subresource): the object comes back with ``status`` = what the policy's
-  ``sync`` makes of the manager's status, so Kueue's "copy the whole status" writes that.
+* a full JSON ``get`` of a policy kind at the policy's version: the object comes back
+  with ``status`` = what the policy's ``sync`` makes of the manager's status, so Kueue's
+  "copy the whole status" writes that.
 
-Everything else passes through byte-for-byte (:class:`~mkpolicy.sidecar.forward.Forwarder`):
-metadata-only reads (Kueue's ownership check asks for ``PartialObjectMetadata``), tables,
-LIST, WATCH (Kueue reads only labels from events), DELETE, other versions' reads, and
-every other kind. Refusing any of them would break Kueue: a failed ownership check stops
-the removal of worker copies, a failed watch drops the whole worker connection.
+First of all, after the token: the wire contract (:mod:`mkpolicy.sidecar.contract`) refuses
+every request Kueue does not send a worker (403), a GET or HEAD with a body (400), before
+anything reaches the worker. Of what it allows, everything else passes through
+byte-for-byte (:class:`~mkpolicy.sidecar.forward.Forwarder`):
+metadata-only reads (Kueue's ownership check asks for ``PartialObjectMetadata``), WATCH
+(Kueue reads only labels from events), DELETE, other versions' reads, and the other kinds
+Kueue uses (and whatever ``wire.allow`` widens the contract to). Refusing any of them
+would break Kueue: a failed ownership check stops the removal of worker copies, a failed
+watch drops the whole worker connection.
 Refused: ``update``/``patch`` of a policy kind and writes of its other versions (Kueue
 never sends them; forwarding them would bypass the policy), writes before the first
 policy set is active (it is not known yet which kinds are policy kinds), creations of a
