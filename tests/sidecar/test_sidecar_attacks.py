@@ -764,3 +764,19 @@ def test_a_dripping_worker_reserves_nothing_and_is_cut_at_the_answer_deadline() 
         assert info.value.busy and ANSWERS.used == 0
 
     asyncio.run(scenario())
+
+
+def test_long_paths_are_not_kept() -> None:
+    """Nothing a client sends before its token is checked stays: parsed-path caches keep short paths only
+    (300 refused requests with 64 KiB paths took the sidecar to 561 MiB)."""
+    from mkpolicy.kube import target as kube_target
+    from mkpolicy.sidecar import paths
+
+    before = (kube_target._parse_path_cached.cache_info().currsize, paths._target_cached.cache_info().currsize)
+    for i in range(20):
+        long_path = f"/api/v1/namespaces/{i}" + "x" * (64 * 1024) + "/pods"
+        assert target_of("GET", parse_target(long_path)) is not None
+    after = (kube_target._parse_path_cached.cache_info().currsize, paths._target_cached.cache_info().currsize)
+    assert after == before
+    target_of("GET", parse_target("/api/v1/namespaces/short/pods"))  # short ones are still cached
+    assert paths._target_cached.cache_info().currsize >= before[1]
