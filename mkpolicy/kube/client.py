@@ -97,18 +97,18 @@ class KubeClient:
             self._session = None
 
     def _configure(self, config: RestConfig) -> None:
-        self.config = config
-        self._tokens = TokenSource(config)
-        self._ssl = config.ssl_context()
+        """Take ``config`` up (RestConfigError, and nothing changed, when it cannot be used)."""
+        tokens = TokenSource(config)
+        context = config.ssl_context()
         parts = urlsplit(config.server)
-        #: The server URL without user info (that authenticates through :meth:`headers`).
-        self._base = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
-        self._proxy = config.proxy_url
-        if self._proxy and urlsplit(self._proxy).scheme.lower() not in ("http", "https"):
+        proxy = config.proxy_url
+        # The server URL without user info (that authenticates through :meth:`headers`).
+        base = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+        if proxy and urlsplit(proxy).scheme.lower() not in ("http", "https"):
             raise RestConfigError(
-                f"proxy-url {self._proxy!r} of {self._base}: mkpolicy's API client reaches servers through "
-                "http(s) proxies only"
+                f"proxy-url {proxy!r} of {base}: mkpolicy's API client reaches servers through http(s) proxies only"
             )
+        self.config, self._tokens, self._ssl, self._base, self._proxy = config, tokens, context, base, proxy
 
     async def __aenter__(self) -> KubeClient:
         return self
