@@ -11,6 +11,9 @@ deploy: writes to -o DIR a kustomize component for Kueue's Deployment (the sidec
       bound), the workers' RBAC, and with --kueue a kustomization over a local copy of
       Kueue's manifests. It renders offline: `kubectl apply --server-side -k DIR`.
 
+wire-contract: the sidecar's wire contract (what it forwards to a worker) as a Markdown
+      table (docs/architecture.md holds it).
+
 Policies that stock Kueue's generic adapter cannot carry (managedBy elsewhere than
 /spec/managedBy, no status subresource) and kinds Kueue adapts natively are left out
 of the roles with a comment saying why; --all keeps them. Exit code 0, 1 when a policy
@@ -34,7 +37,9 @@ if TYPE_CHECKING:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``mkpolicy export``."""
-    parser.add_argument("what", choices=("kueue-config", "rbac", "deploy"), help="what to print or write")
+    parser.add_argument(
+        "what", choices=("kueue-config", "rbac", "deploy", "wire-contract"), help="what to print or write"
+    )
     parser.add_argument(
         "--policies", default="policies", metavar="DIR", help="policy file or directory (default: policies)"
     )
@@ -71,6 +76,11 @@ def run(args: argparse.Namespace) -> int:
     from mkpolicy.policy import load
     from mkpolicy.sidecar.config import ConfigError, load_config
 
+    if args.what == "wire-contract":
+        from mkpolicy.sidecar.contract import render_markdown
+
+        sys.stdout.write(render_markdown())
+        return EXIT_OK
     try:
         policies = load(args.policies)
     except PolicyError as exc:

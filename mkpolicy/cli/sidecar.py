@@ -17,8 +17,10 @@ which valid policies the sidecar skips and why, which policy names another versi
 Kueue's externalFrameworks entry, which ports collide with Kueue's in its pod, then
 verifies with SelfSubjectAccessReviews on the manager and every worker the RBAC the sidecar
 and Kueue's requests need for the policy kinds (each missing permission with the cluster,
-verb and resource), then exits. --init-state DIR writes the CA, serving certificate and worker tokens to DIR
-and exits: several Kueue replicas then share them (a Secret mounted as state.dir).
+verb and resource), prints the wire contract in force (every request shape forwarded to a
+worker; anything else is answered 403, see wire.allow), then exits. --init-state DIR writes
+the CA, serving certificate and worker tokens to DIR and exits: several Kueue replicas then
+share them (a Secret mounted as state.dir).
 
 Exit codes: 0 clean shutdown, 1 invalid policies, 2 invalid configuration or kubeconfig
 (--check: also a missing permission).
@@ -34,6 +36,8 @@ if TYPE_CHECKING:
     from mkpolicy.engine import Adapter
     from mkpolicy.kube.rest import RestConfig
     from mkpolicy.sidecar.config import SidecarConfig
+    from mkpolicy.sidecar.contract import Contract
+    from mkpolicy.sidecar.kueueconfig import KueueInfo
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -235,4 +239,20 @@ async def check(config: SidecarConfig, adapters: list[Adapter]) -> int:
     for finding in findings:
         print(f"{finding.level}: {finding.message}")
     failed = failed or any(f.level == "error" for f in findings)
+    for line in contract_in_force(config, kueue, carried).lines():
+        print(line)
     return EXIT_USAGE if failed else EXIT_OK
+
+
+def contract_in_force(config: SidecarConfig, kueue: KueueInfo, adapters: list[Adapter]) -> Contract:
+    """The wire contract the sidecar would hold to (the policies' resources guessed from their kinds,
+    as apimachinery guesses them; the sidecar itself uses the manager's discovery)."""
+    from mkpolicy.kube.client import ResourceInfo
+    from mkpolicy.sidecar.contract import build, guess_resource
+    from mkpolicy.sidecar.policies import Entry, PolicySet
+
+    entries = tuple(
+        Entry(a, ResourceInfo(a.gvk.group, a.gvk.version, a.gvk.kind, guess_resource(a.gvk.kind), True))
+        for a in adapters
+    )
+    return build(kueue, PolicySet(entries, "check"), config.wire.allow, config.wire.allow_paths)
