@@ -22,6 +22,7 @@ REFUSALS = (
     "ManagerObjectMissing",
     "VersionMismatch",
     "PolicyPending",
+    "PolicyNotActive",
     "BadRequest",
     "WorkerRefused",
 )
