@@ -511,3 +511,34 @@ def test_results_the_api_server_would_refuse_fail(tmp_path: Path, capsys: pytest
         "the manager's API server would refuse the status write (spec.schema): "
         'status.phase: Invalid value: "integer": status.phase in body must be of type string: "integer"' in out
     )
+
+
+def test_worker_copies_with_labels_the_api_server_refuses_fail(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No spec.schema needed: the worker's API server validates ObjectMeta on every create."""
+    (tmp_path / "thing.yaml").write_text(
+        "apiVersion: mkpolicy.io/v1alpha1\nkind: FrameworkPolicy\nmetadata:\n  name: thing\nspec:\n"
+        "  framework: Thing.v1.example.com\n  creation:\n    patches:\n"
+        "      - type: ApplyConfiguration\n        applyConfiguration:\n          expression: >-\n"
+        '            Object{metadata: Object.metadata{labels: {"acme.io/workload": workloadName, '
+        '"acme.io/team": "Aero Team"}}}\n'
+    )
+    manager = (
+        "{apiVersion: example.com/v1, kind: Thing, metadata: {name: t, namespace: ns}, "
+        "spec: {managedBy: kueue.x-k8s.io/multikueue}}"
+    )
+    long_name = "thing-t-" + "0123456789" * 6
+    (tmp_path / "thing.test.yaml").write_text(
+        "apiVersion: mkpolicy.io/v1alpha1\nkind: FrameworkPolicyTest\nmetadata:\n  name: thing\nspec:\n"
+        f"  policy: thing.yaml\n  context:\n    workloadName: {long_name}\n  cases:\n"
+        f"    - {{name: labels, phase: create, managerObject: {manager}}}\n"
+    )
+    code, out, _ = run(capsys, ".")
+    assert code == 1, out
+    assert "FAIL" in out and "PASS" not in out, out
+    assert (
+        "the worker's API server would refuse the worker copy (ObjectMeta): "
+        f'metadata.labels: Invalid value: "{long_name}": must be no more than 63 bytes; '
+        'metadata.labels: Invalid value: "Aero Team": a valid label must be an empty string' in out
+    ), out
