@@ -19,6 +19,6 @@ def test_one_description_of_sync_mode_none() -> None:
     for page in ("docs/policy-format.md", "docs/lint-rules.md"):
         assert SYNC_MODE_NONE in _flat((ROOT / page).read_text()), page
     # and no page says the old, contradicting things
-    for page in sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]:
+    for page in [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]:
         text = _flat(page.read_text())
         assert "only mkpolicy (the sidecar, which shows Kueue the status the policy computes" not in text, page

@@ -531,7 +531,7 @@ class WorkerEndpoint:
             meta = doc.get("metadata") or {}
             ctx = context_of(doc, self.cluster)
             where = self._ref(entry, manager, meta.get("namespace"), meta.get("name"), ctx.workload_name if ctx else "")
-            message = f"the status from {self.cluster} is not written: {outcome.error or 'the sync failed'}"
+            message = f"the status from {self.cluster} is not written: {_bare(outcome.error or 'the sync failed')}"
             self._refused(entry.name, "SyncFailed", where, message)
         return obj
 
@@ -587,7 +587,7 @@ class WorkerEndpoint:
             ),
         )
         if about is not None:
-            self.hub.events.record(about, "Warning", reason, f"mkpolicy: {message}")
+            self.hub.events.record(about, "Warning", reason, f"mkpolicy: {_bare(message)}")
 
     def _refusal(
         self,
@@ -651,6 +651,13 @@ class WorkerEndpoint:
                     "patch skipped (failurePolicy Ignore)",
                     extra=fields(cluster=self.cluster, policy=entry.name, error=exc.report()),
                 )
+
+
+def _bare(message: str) -> str:
+    """``message`` without the ``mkpolicy:`` prefix a Status message carries (an Event adds its own)."""
+    for prefix in ("mkpolicy: ", "mkpolicy sidecar: "):
+        message = message.removeprefix(prefix)
+    return message
 
 
 def _json_type(value: Any) -> str:
