@@ -204,6 +204,8 @@ class Upstream:
         self._connecting = 0
         self._waiting: deque[asyncio.Future[None]] = deque()
         self._closed = False
+        #: When the worker last answered (a new connection, or an exchange completed): monotonic seconds.
+        self.answered_at = 0.0
 
     def _configure(self, config: RestConfig) -> None:
         tokens = TokenSource(config)
@@ -346,10 +348,13 @@ class Upstream:
         if conn.lost:  # closed already (the worker's accept backlog): counted down by _forget
             raise UpstreamError("connect", "the connection closed at once")
         self.connections.add(conn)
+        self.answered_at = time.monotonic()
         return conn
 
     def release(self, conn: WorkerConnection, reusable: bool) -> None:
         """Give a connection back: kept idle when ``reusable`` (its exchange complete), else closed."""
+        if reusable:
+            self.answered_at = time.monotonic()
         if (
             reusable
             and not conn.tainted
