@@ -45,6 +45,21 @@ def test_validate_reports_problems_and_exits_1(tmp_path: Path, capsys: pytest.Ca
     code, out, _ = run(capsys, "validate", str(bad))
     assert code == 1
     assert out == f"{bad}:9:75: error MKP202 creation patch #1 (JSONPatch): undeclared reference to 'objct'\n"
+    code, out, _ = run(capsys, "validate", "--output", "json", str(bad), "policies/argo-workflow.yaml")
+    report = json.loads(out)
+    assert code == 1 and report["exitCode"] == 1
+    assert report["policies"] == [
+        {
+            "file": "policies/tekton-pipelinerun.yaml",
+            "name": "tekton-pipelinerun",
+            "framework": "PipelineRun.v1.tekton.dev",
+        }
+    ]
+    [error] = report["errors"]
+    assert (error["file"], error["line"], error["column"], error["rule"]) == (str(bad), 9, 75, "MKP202")
+    assert report["inputErrors"] == []
+    code, out, _ = run(capsys, "validate", "-o", "json", "nope/")
+    assert code == 2 and json.loads(out)["inputErrors"][0]["file"] == "nope/"
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import textwrap
 import xml.etree.ElementTree as ET
@@ -546,3 +547,27 @@ def test_worker_copies_with_labels_the_api_server_refuses_fail(
         f'metadata.labels: Invalid value: "{long_name}": must be no more than 63 bytes; '
         'metadata.labels: Invalid value: "Aero Team": a valid label must be an empty string' in out
     ), out
+
+
+def test_json_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "thing.schema.yaml").write_text(THING_SCHEMA)
+    (tmp_path / "thing.yaml").write_text(SCHEMA_POLICY)
+    manager = (
+        "{apiVersion: example.com/v1, kind: Thing, metadata: {name: t}, "
+        "spec: {managedBy: kueue.x-k8s.io/multikueue, size: 3}}"
+    )
+    (tmp_path / "thing.test.yaml").write_text(
+        "apiVersion: mkpolicy.io/v1alpha1\nkind: FrameworkPolicyTest\nmetadata:\n  name: thing\nspec:\n"
+        "  policy: thing.yaml\n  context:\n    workloadName: wl-1\n  cases:\n"
+        f"    - {{name: managed, phase: create, managerObject: {manager}, expect: {{notManaged: true}}}}\n"
+    )
+    code = main(["test", "--output", "json", "."])
+    out, _ = capsys.readouterr()
+    report = json.loads(out)
+    assert code == 1 and report["exitCode"] == 1
+    [suite] = report["suites"]
+    assert (suite["file"], suite["name"], suite["policy"]) == ("thing.test.yaml", "thing", "thing.yaml")
+    [case] = suite["cases"]
+    assert case["name"] == "managed" and case["status"] == "failed" and case["location"].startswith("thing.test.yaml:")
+    assert case["message"]
+    assert report["summary"]["failed"] == 1 and report["summary"]["passed"] == 0
