@@ -49,11 +49,7 @@ def test_validate_reports_problems_and_exits_1(tmp_path: Path, capsys: pytest.Ca
     report = json.loads(out)
     assert code == 1 and report["exitCode"] == 1
     assert report["policies"] == [
-        {
-            "file": "policies/tekton-pipelinerun.yaml",
-            "name": "tekton-pipelinerun",
-            "framework": "PipelineRun.v1.tekton.dev",
-        }
+        {"file": "policies/argo-workflow.yaml", "name": "argo-workflow", "framework": "Workflow.v1alpha1.argoproj.io"}
     ]
     [error] = report["errors"]
     assert (error["file"], error["line"], error["column"], error["rule"]) == (str(bad), 9, 75, "MKP202")
