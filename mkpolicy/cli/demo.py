@@ -15,8 +15,9 @@ kueue.x-k8s.io/multikueue) is submitted, and W's status is what the framework wr
 the worker (mkpolicy init scaffolds such files: examples/<name>.yaml and
 examples/<name>-worker.yaml).
 
-  mkpolicy demo --policy sim.yaml --crd crd.yaml --object examples/sim.yaml \\
-      --worker-object examples/sim-worker.yaml
+  mkpolicy init --framework SimulationRun.v1beta1.sim.acme.io --crd crd.yaml --dir sim
+  mkpolicy demo --policy sim/sim-simulationrun.yaml --crd crd.yaml \\
+      --object sim/examples/sim-simulationrun.yaml --worker-object sim/examples/sim-simulationrun-worker.yaml
 """
 
 from __future__ import annotations
