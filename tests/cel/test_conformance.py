@@ -189,8 +189,8 @@ CASES = load_cases()
 #: Expectations the JSON conversion got wrong, corrected here: (new expectation, why).
 CORRECTIONS: dict[str, tuple[dict[str, Any], str]] = {
     f"parse/bytes_literals/triple_{quote}_quoted_unescaped_punctuation": (
-        {"value": {"bytes_b64": base64.b64encode(b" ? \" ' ` ").decode()}},
-        'upstream (parse.textproto) writes the expectation as bytes_value: " \\? \\" \\\' ` "; in protobuf\'s '
+        {"value": {"bytes_b64": base64.b64encode(b' ? " \' ` ').decode()}},
+        "upstream (parse.textproto) writes the expectation as bytes_value: \" \\? \\\" \\' ` \"; in protobuf's "
         "text format \\? is an escaped ?, as cel-go's runner reads it, but the conversion kept the backslash",
     )
     for quote in ("single", "double")

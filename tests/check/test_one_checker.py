@@ -36,10 +36,7 @@ spec:
 
 def creation(expression: str, patch_type: str = "JSONPatch") -> str:
     field = "jsonPatch" if patch_type == "JSONPatch" else "applyConfiguration"
-    return (
-        GOOD
-        + f"  creation:\n    patches:\n      - type: {patch_type}\n        {field}:\n          expression: '{expression}'\n"
-    )
+    return GOOD + f"  creation:\n    patches:\n      - type: {patch_type}\n        {field}:\n          expression: '{expression}'\n"
 
 
 #: (id, policy text, the rules that must fire as errors)
@@ -51,7 +48,7 @@ CASES = [
     ),
     (
         "misspelled-field-in-has",
-        creation('has(object.spec.nodeSelecter) ? [JSONPatch{op: "remove", path: "/spec/nodeSelector"}] : []'),
+        creation('has(object.spec.nodeSelecter) ? [JSONPatch{op: \"remove\", path: \"/spec/nodeSelector\"}] : []'),
         ["MKP204"],
     ),
     (
@@ -61,27 +58,27 @@ CASES = [
     ),
     (
         "int-annotation-value",
-        creation('[JSONPatch{op: "add", path: "/metadata/annotations/ml.example.com~1gpus", value: 8}]'),
+        creation('[JSONPatch{op: \"add\", path: \"/metadata/annotations/ml.example.com~1gpus\", value: 8}]'),
         ["MKP507"],
     ),
     (
         "remove-of-an-undeclared-path",
-        creation('[JSONPatch{op: "remove", path: "/spec/nodeSelecter"}]'),
+        creation('[JSONPatch{op: \"remove\", path: \"/spec/nodeSelecter\"}]'),
         ["MKP504"],
     ),
     (
         "apply-configuration-sets-an-atomic-list",
-        creation('Object{spec: Object.spec{args: ["--fast"]}}', "ApplyConfiguration"),
+        creation('Object{spec: Object.spec{args: [\"--fast\"]}}', "ApplyConfiguration"),
         ["MKP508"],
     ),
     (
         "map-list-item-without-its-key",
-        creation("Object{spec: Object.spec{ports: [Object.spec.ports{port: 80}]}}", "ApplyConfiguration"),
+        creation('Object{spec: Object.spec{ports: [Object.spec.ports{port: 80}]}}', "ApplyConfiguration"),
         ["MKP509"],
     ),
     (
         "jsonpatch-field-of-the-wrong-type",
-        creation('[JSONPatch{op: "add", path: 3, value: 1}]'),
+        creation('[JSONPatch{op: \"add\", path: 3, value: 1}]'),
         ["MKP202"],
     ),
 ]

@@ -139,9 +139,7 @@ def test_status_subresource_split(k8s: Clients) -> None:
     after["status"] = {"conditions": []}
     main = k8s.custom.replace_namespaced_custom_object(*PR, "a", after)
     assert main["status"] == status  # a main write cannot change status
-    patched = k8s.custom.patch_namespaced_custom_object_status(
-        *PR, "a", {"status": {"startTime": "2026-01-02T03:04:05Z"}}
-    )
+    patched = k8s.custom.patch_namespaced_custom_object_status(*PR, "a", {"status": {"startTime": "2026-01-02T03:04:05Z"}})
     assert patched["status"] == {**status, "startTime": "2026-01-02T03:04:05Z"}
     assert k8s.custom.get_namespaced_custom_object_status(*PR, "a")["status"] == patched["status"]
 

@@ -23,8 +23,9 @@ def cm(name: str = "c", **meta: Any) -> dict[str, Any]:
 
 BIG = json.dumps({**cm("big"), "data": {"k": "x" * (3 * 1024 * 1024)}}).encode()
 # "Billion laughs": 10**9 strings once expanded; refused before anything is expanded.
-YAML_BOMB = b"metadata: {name: bomb}\ndata:\n  a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + b"".join(
-    f"  a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n".encode() for i in range(1, 9)
+YAML_BOMB = (
+    b"metadata: {name: bomb}\ndata:\n  a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
+    + b"".join(f"  a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n".encode() for i in range(1, 9))
 )
 
 # (id, method, path, body, extra request options, expected code, reason, text in the message)
