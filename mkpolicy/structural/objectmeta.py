@@ -11,9 +11,11 @@ k8s.io/apimachinery v0.36.3:
 * pkg/apis/meta/v1/validation/validation.go: ``ValidateLabels`` (qualified-name keys, label values);
 * pkg/api/validate/content/kube.go and dns.go (what pkg/util/validation/validation.go's
   ``IsQualifiedName`` and ``IsValidLabelValue`` now are): ``IsLabelKey``, ``IsLabelValue``,
-  ``IsDNS1123Subdomain``, ``IsDNS1123Label`` and their messages (content/errors.go).
+  and the subdomain of a key's prefix, with content/errors.go's messages ("bytes");
+* pkg/util/validation/validation.go: ``IsDNS1123Subdomain`` (names), ``IsDNS1123Label``
+  (namespaces) and its own ``MaxLenError`` ("characters").
 
-Lengths are in bytes, as Go's ``len`` counts them.
+Lengths are counted as Go's ``len`` counts them (UTF-8 bytes).
 """
 
 from __future__ import annotations
@@ -66,38 +68,51 @@ def _size(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
-def _max_len(n: int) -> str:
-    return f"must be no more than {n} bytes"
+def max_len_error(n: int, unit: str = "characters") -> str:
+    """``MaxLenError``: pkg/util/validation says characters, pkg/api/validate/content says bytes."""
+    return f"must be no more than {n} {unit}"
 
 
-def _regex_error(msg: str, fmt: str, *examples: str) -> str:
+def regex_error(msg: str, fmt: str, *examples: str) -> str:
+    """``RegexError``, with Go's spacing (each example ends with ``', '``, then `` or ``)."""
     if not examples:
         return f"{msg} (regex used for validation is '{fmt}')"
-    shown = " or ".join(f"'{e}'" for e in examples)
-    return f"{msg} (e.g. {shown}, regex used for validation is '{fmt}')"
+    shown = " or ".join(f"'{e}', " for e in examples)
+    return f"{msg} (e.g. {shown}regex used for validation is '{fmt}')"
 
 
-def is_dns1123_subdomain(value: str) -> list[str]:
-    """``IsDNS1123Subdomain``: why ``value`` is not one (empty when it is)."""
-    errs = [_max_len(SUBDOMAIN_MAX)] if _size(value) > SUBDOMAIN_MAX else []
+def mask_trailing_dash(value: str) -> str:
+    """generic.go ``maskTrailingDash``: a generateName prefix may end with '-' (its last two characters
+    become 'a', as Go does it)."""
+    return value[:-2] + "a" if len(value) > 1 and value.endswith("-") else value
+
+
+def _subdomain(value: str, unit: str) -> list[str]:
+    errs = [max_len_error(SUBDOMAIN_MAX, unit)] if _size(value) > SUBDOMAIN_MAX else []
     if not _SUBDOMAIN.match(value):
-        errs.append(_regex_error(_SUBDOMAIN_MSG, _SUBDOMAIN_FMT, "example.com"))
+        errs.append(regex_error(_SUBDOMAIN_MSG, _SUBDOMAIN_FMT, "example.com"))
     return errs
 
 
+def is_dns1123_subdomain(value: str) -> list[str]:
+    """``IsDNS1123Subdomain`` of pkg/util/validation (object names): why ``value`` is not one."""
+    return _subdomain(value, "characters")
+
+
 def is_dns1123_label(value: str) -> list[str]:
-    """``IsDNS1123Label``: why ``value`` is not one."""
-    errs = [_max_len(LABEL_MAX)] if _size(value) > LABEL_MAX else []
+    """``IsDNS1123Label`` of pkg/util/validation (namespaces): why ``value`` is not one."""
+    errs = [max_len_error(LABEL_MAX)] if _size(value) > LABEL_MAX else []
     if not _DNS_LABEL.match(value):
         if _SUBDOMAIN.match(value):
             errs.append("must not contain dots")
         else:
-            errs.append(_regex_error(_DNS_LABEL_MSG, _DNS_LABEL_FMT, "my-name", "123-abc"))
+            errs.append(regex_error(_DNS_LABEL_MSG, _DNS_LABEL_FMT, "my-name", "123-abc"))
     return errs
 
 
 def is_label_key(value: str) -> list[str]:
-    """``IsLabelKey`` (a qualified name: an optional DNS subdomain prefix and ``/``, a name)."""
+    """``IsLabelKey`` of pkg/api/validate/content (``IsQualifiedName``): an optional DNS subdomain
+    prefix and ``/``, then a name."""
     errs: list[str] = []
     parts = value.split("/")
     if len(parts) == 1:
@@ -107,27 +122,27 @@ def is_label_key(value: str) -> list[str]:
         if not prefix:
             errs.append("prefix part must be non-empty")
         else:
-            errs.extend("prefix part " + m for m in is_dns1123_subdomain(prefix))
+            errs.extend("prefix part " + m for m in _subdomain(prefix, "bytes"))
     else:
         return [
             "a valid label key "
-            + _regex_error(_LABEL_KEY_MSG, _LABEL_KEY_FMT, "MyName", "my.name", "123-abc")
+            + regex_error(_LABEL_KEY_MSG, _LABEL_KEY_FMT, "MyName", "my.name", "123-abc")
             + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
         ]
     if not name:
         errs.append("name part must be non-empty")
     elif _size(name) > LABEL_MAX:
-        errs.append("name part " + _max_len(LABEL_MAX))
+        errs.append("name part " + max_len_error(LABEL_MAX, "bytes"))
     if not _LABEL_KEY.match(name):
-        errs.append("name part " + _regex_error(_LABEL_KEY_MSG, _LABEL_KEY_FMT, "MyName", "my.name", "123-abc"))
+        errs.append("name part " + regex_error(_LABEL_KEY_MSG, _LABEL_KEY_FMT, "MyName", "my.name", "123-abc"))
     return errs
 
 
 def is_label_value(value: str) -> list[str]:
-    """``IsLabelValue``: at most 63 bytes, alphanumeric at both ends."""
-    errs = [_max_len(LABEL_MAX)] if _size(value) > LABEL_MAX else []
+    """``IsLabelValue`` of pkg/api/validate/content: at most 63 bytes, alphanumeric at both ends."""
+    errs = [max_len_error(LABEL_MAX, "bytes")] if _size(value) > LABEL_MAX else []
     if not _LABEL_VALUE.match(value):
-        errs.append(_regex_error(_LABEL_VALUE_MSG, _LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
+        errs.append(regex_error(_LABEL_VALUE_MSG, _LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
     return errs
 
 
@@ -152,7 +167,7 @@ def object_meta_errors(obj: Any, *, namespaced: bool | None = None) -> list[Fiel
     out: list[FieldError] = []
     generate = meta.get("generateName")
     if isinstance(generate, str) and generate:
-        masked = generate[:-1] + "a" if generate.endswith("-") else generate  # generic.go maskTrailingDash
+        masked = mask_trailing_dash(generate)
         out.extend(_invalid("metadata.generateName", generate, m) for m in is_dns1123_subdomain(masked))
     name = meta.get("name")
     if not isinstance(name, str) or not name:
@@ -195,5 +210,8 @@ __all__ = [
     "is_dns1123_subdomain",
     "is_label_key",
     "is_label_value",
+    "mask_trailing_dash",
+    "max_len_error",
     "object_meta_errors",
+    "regex_error",
 ]

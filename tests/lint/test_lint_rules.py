@@ -460,7 +460,7 @@ def test_a_schema_too_big_for_a_configmap(tmp_path: Path) -> None:
             [
                 "11:82 MKP510 creation patch #1 (ApplyConfiguration): the label value 'Aero Team' of 'acme.io/team' "
                 "is invalid: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' "
-                "or '.', and must start and end with an alphanumeric character (e.g. 'MyValue' or 'my_value' or "
+                "or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or "
                 "'12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?') (the worker's "
                 "API server answers 422 Unprocessable Entity, on every retry)"
             ],

@@ -1,7 +1,7 @@
 """ObjectMeta validation against the messages of k8s.io/apimachinery v0.36.3
 (pkg/api/validation/objectmeta.go, pkg/apis/meta/v1/validation/validation.go,
-pkg/api/validate/content/kube.go and dns.go; the expected strings are its test files' and
-kube-apiserver's answers, character for character)."""
+pkg/api/validate/content/kube.go and dns.go; the expected strings are what that Go code
+builds, character for character: RegexError puts two spaces before each "or")."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ from mkpolicy.structural.objectmeta import object_meta_errors
 
 LABEL_VALUE = (
     "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start "
-    "and end with an alphanumeric character (e.g. 'MyValue' or 'my_value' or '12345', regex used for validation is "
+    "and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is "
     "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
 )
 NAME_PART = (
     "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
-    "character (e.g. 'MyName' or 'my.name' or '123-abc', regex used for validation is "
+    "character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
     "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
 )
 SUBDOMAIN = (
@@ -61,6 +61,10 @@ def meta(**fields: Any) -> dict[str, Any]:
             [f'metadata.name: Invalid value: "Run_1": {SUBDOMAIN}'],
         ),
         (meta(namespace="a.b"), ['metadata.namespace: Invalid value: "a.b": must not contain dots']),
+        (
+            {"metadata": {"name": "n" * 254}},
+            [f'metadata.name: Invalid value: "{"n" * 254}": must be no more than 253 characters'],
+        ),
         (meta(finalizers=["acme.io/cleanup"]), []),
     ],
 )
