@@ -87,16 +87,8 @@ def test_a_typo_in_the_framework_refuses_the_kind_kueue_dispatches(
                 assert "Kueue dispatches PipelineRun.v1.tekton.dev" in info.value.message
                 assert "policy pipelinerun names PipelineRun.v1.tekton.dv" in info.value.message
                 assert env.worker("worker1").list("tekton.dev/v1", "PipelineRun", namespace=env.ns) == []
-                assert (
-                    metric(
-                        sidecar,
-                        "mkpolicy_sidecar_refusals_total",
-                        cluster="worker1",
-                        policy="pipelinerun",
-                        reason="PolicyNotActive",
-                    )
-                    == 1
-                )
+                refused = {"cluster": "worker1", "policy": "pipelinerun", "reason": "PolicyNotActive"}
+                assert metric(sidecar, "mkpolicy_sidecar_refusals_total", **refused) == 1
                 await sidecar.events.flush()
                 events = env.manager.list("v1", "Event", namespace=env.ns)
                 assert [(e["involvedObject"]["kind"], e["involvedObject"].get("uid"), e["reason"]) for e in events] == [
