@@ -269,10 +269,12 @@ class PolicyStore:
         inactive += [(a.name, a.gvk, f"which the sidecar skips ({why})") for a, why in gaps]
         out: list[tuple[Stranded, ResourceInfo | None]] = []
         for lost in stranded_kinds(self.kueue, [(e.name, e.adapter.gvk) for e in entries], inactive):
-            try:
-                info: ResourceInfo | None = await self.resolve(lost.kind)
-            except (ApiError, TimeoutError, OSError, aiohttp.ClientError):
-                info = None  # refused all the same; the Event goes on the Workload
+            info: ResourceInfo | None = self._resolved.get(lost.kind)
+            if info is None:
+                try:
+                    info = self._resolved[lost.kind] = await self.resolve(lost.kind)
+                except (ApiError, TimeoutError, OSError, aiohttp.ClientError):
+                    info = None  # refused all the same; the Event goes on the Workload
             out.append((lost, info))
         return out
 
