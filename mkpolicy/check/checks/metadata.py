@@ -4,8 +4,9 @@
   (:mod:`mkpolicy.structural.objectmeta`, apimachinery's rules and messages): every
   creation fails with 422, on every retry;
 * MKP511: a label value built from ``workloadName`` (or the object's name) with no
-  truncation: Kueue's workload names run to 253 characters (a job's kind, name and a hash),
-  a label value to 63, so long names fail.
+  truncation: Kueue's workload names run to 253 characters (a job's kind, name and a hash;
+  Kueue v0.19.2 pkg/controller/jobframework/workload_names.go, 63 only with its alpha gate
+  ``ShortWorkloadNames``), a label value to 63, so long names fail.
 
 Writes are found in JSONPatch operations on ``/metadata/labels/<key>`` (or the whole map
 ``/metadata/labels``) and in ``Object{metadata: Object.metadata{labels: {...}}}``.
@@ -33,7 +34,8 @@ def check_metadata(ctx: PolicyContext) -> None:
             if key is not None:
                 problems = is_label_key(key if field == "labels" else key.lower())
                 if problems:
-                    _report(ctx, compiled, "MKP510", f"the {field[:-1]} key {key!r} is invalid: {problems[0]}", key_pos)
+                    message = f"the {field[:-1]} key {key!r} is invalid: {'; '.join(problems)}"
+                    _report(ctx, compiled, "MKP510", message, key_pos)
             if field != "labels" or value is None:
                 continue
             if isinstance(value, Literal) and isinstance(value.value, str):
@@ -49,7 +51,8 @@ def check_metadata(ctx: PolicyContext) -> None:
                     compiled,
                     "MKP511",
                     f"the label value{f' of {key!r}' if key else ''} is built from {source} without truncation: "
-                    "Kueue's workload names run to 253 characters, a label value may have 63, so the worker's API "
+                    "Kueue's workload names run to 253 characters (63 only with its alpha gate ShortWorkloadNames), "
+                    "a label value may have 63, so the worker's API "
                     f"server refuses the copy of every job with a long name; bound it (size({source}) > 63 ? "
                     f"{source}.substring(0, 63) : {source}) or write it as an annotation",
                     value.pos,
