@@ -162,7 +162,8 @@ async def _policies(
             except ApiError as exc:
                 if exc.status == 404:
                     pending.append(adapter)
-                    report.policies.append(PolicyLine(adapter.name, str(adapter.gvk), "pending", PENDING))
+                    reason = "the manager cluster does not serve this kind"
+                    report.policies.append(PolicyLine(adapter.name, str(adapter.gvk), "pending", reason))
                     continue
                 kueue.unread.append(f"discovery of {adapter.gvk}: {plain_error(exc)}")
             except (TimeoutError, OSError, aiohttp.ClientError) as exc:

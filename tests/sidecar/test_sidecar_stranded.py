@@ -130,7 +130,12 @@ def test_check_fails_naming_both_kinds_and_strict_fails_on_warnings(tmp_path: Pa
         proc = mkpolicy_cmd("sidecar", "--check", "-o", "json", "--policies", str(policies), "--config", str(config))
         report = json.loads(proc.stdout)
         assert proc.returncode == 1 and report["exitCode"] == 1
-        assert [p["status"] for p in report["policies"]] == ["pending"]
+        assert [(p["status"], p["reason"]) for p in report["policies"]] == [
+            ("pending", "the manager cluster does not serve this kind")
+        ]
+        assert "policy pipelinerun: pending (PipelineRun.v1.tekton.dv): the manager cluster does not serve" in (
+            mkpolicy_cmd("sidecar", "--check", "--policies", str(policies), "--config", str(config)).stdout
+        )
         assert [f["level"] for f in report["findings"]].count("error") == 2
 
         # fixed: clean, but one warning (state.dir null) fails --strict
