@@ -170,6 +170,19 @@ def test_apply_warns_of_what_the_api_server_would_refuse(capsys: pytest.CaptureF
         "warning: the worker's API server would refuse the worker copy (spec.schema): "
         'spec.mode: Unsupported value: "turbo": supported values: "fast", "slow"\n'
     )
+    # ObjectMeta is validated with or without a schema: a label value from params
+    (tmp_path / "policy.yaml").write_text(
+        "apiVersion: mkpolicy.io/v1alpha1\nkind: FrameworkPolicy\nmetadata: {name: thing}\nspec:\n"
+        "  framework: Thing.v1.example.com\n  params: {team: Aero Team}\n  creation:\n    patches:\n"
+        "      - type: JSONPatch\n        jsonPatch:\n"
+        '          expression: \'[JSONPatch{op: "add", path: "/metadata/labels/team", value: params.team}]\'\n'
+    )
+    code, out, err = run(capsys, *argv)
+    assert code == 0 and "team: Aero Team" in out
+    assert err.startswith(
+        "warning: the worker's API server would refuse the worker copy (ObjectMeta): "
+        'metadata.labels: Invalid value: "Aero Team": a valid label must be an empty string'
+    ), err
 
 
 def test_apply_says_when_the_sidecar_would_refuse_the_policy(
