@@ -184,7 +184,8 @@ async def _policies(
         )
         for a in pending
     ]
-    findings += policy_findings(kueue, carried_kinds, stranded_kinds(kueue, carried_kinds, inactive))
+    pending_kinds = [(a.name, a.gvk) for a in pending]
+    findings += policy_findings(kueue, carried_kinds, stranded_kinds(kueue, carried_kinds, inactive), pending_kinds)
     findings += port_findings(kueue, sidecar_ports(config))
     if config.shutdown.grace_period_seconds >= 10:
         findings.append(

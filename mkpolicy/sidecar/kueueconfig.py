@@ -388,11 +388,24 @@ def stranded_kinds(
 
 
 def policy_findings(
-    info: KueueInfo, policies: Iterable[tuple[str, GVK]], stranded: Iterable[Stranded] = ()
+    info: KueueInfo,
+    policies: Iterable[tuple[str, GVK]],
+    stranded: Iterable[Stranded] = (),
+    pending: Iterable[tuple[str, GVK]] = (),
 ) -> list[Finding]:
-    """How the policies (name, GVK) meet Kueue's configuration; ``stranded``: :func:`stranded_kinds`."""
+    """How the policies (name, GVK) meet Kueue's configuration; ``stranded``: :func:`stranded_kinds`;
+    ``pending``: (name, GVK) of the policies whose kind the manager does not serve."""
     policies, stranded = list(policies), list(stranded)
     out: list[Finding] = []
+    if info.external_frameworks is None:
+        for name, gvk in pending:  # a typo cannot be told from a missing CRD without Kueue's entries
+            out.append(
+                Finding(
+                    "warning",
+                    f"policy {name} ({gvk}) is pending and Kueue's multiKueue.externalFrameworks could not be read: "
+                    "if Kueue dispatches a kind close to it (a typo in either name), its copies travel untransformed",
+                )
+            )
     for lost in stranded:
         out.append(
             Finding(

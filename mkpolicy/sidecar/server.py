@@ -247,7 +247,8 @@ class Sidecar:
         assert self.kueue is not None
         policies = [(e.name, e.adapter.gvk) for e in active.entries] if active is not None else []
         stranded = [lost for lost, _ in active.stranded] if active is not None else []
-        findings = policy_findings(self.kueue, policies, stranded)
+        pending = list(active.pending_kinds) if active is not None else []
+        findings = policy_findings(self.kueue, policies, stranded, pending)
         findings += port_findings(self.kueue, sidecar_ports(self.config))
         self._findings = findings
         log.info("kueue configuration", extra=fields(kueue=self.kueue.describe(), unread=self.kueue.unread))

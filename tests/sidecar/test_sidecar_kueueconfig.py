@@ -189,3 +189,13 @@ def test_stranded_kinds(
     if stranded:
         assert errors[0].startswith(f"Kueue dispatches {external} (multiKueue.externalFrameworks) but no policy")
         assert not any("has no policy" in f.message for f in findings)  # not also said as info
+
+
+def test_a_pending_policy_with_kueues_entries_unread_is_a_warning() -> None:
+    """Without Kueue's externalFrameworks a typo cannot be told from a missing CRD: said, not silent."""
+    pending = [("sim", parse_gvk("Sim.v1.acme.com"))]
+    [finding] = policy_findings(KueueInfo(), [], (), pending)
+    assert finding.level == "warning"
+    assert finding.message.startswith("policy sim (Sim.v1.acme.com) is pending and Kueue's multiKueue.externalFrameworks")
+    known = KueueInfo(external_frameworks=(parse_gvk("Sim.v1.acme.io"),))
+    assert not any("could not be read" in f.message for f in policy_findings(known, [], (), pending))
