@@ -88,11 +88,12 @@ async def resolve_kinds(manager: KubeClient, gvks: Iterable[GVK]) -> tuple[list[
 
 async def check_access(
     config: SidecarConfig, manager: RestConfig, workers: dict[str, RestConfig], gvks: Iterable[GVK]
-) -> list[Finding]:
+) -> tuple[list[Finding], list[str]]:
     """Review every permission on the manager and on each worker in ``workers`` (name -> its real
-    kubeconfig); print an ``rbac <cluster>: ok`` line for each cluster that has them all.
-    Returns one finding per missing permission, or why a cluster was not checked."""
+    kubeconfig). Returns one finding per missing permission, or why a cluster was not checked,
+    and an ``rbac <cluster>: ok`` line for each cluster that has them all."""
     findings: list[Finding] = []
+    ok: list[str] = []
     try:
         async with KubeClient(manager, user_agent="mkpolicy-sidecar-check", timeout=10) as client:
             kinds, found = await resolve_kinds(client, gvks)
@@ -102,10 +103,10 @@ async def check_access(
             wiring = await denied(client, "manager", sidecar_wiring(config, await _wired_secrets(client, config)))
             missing += [replace(d, wiring=True) for d in wiring]
     except (ApiError, aiohttp.ClientError, OSError, TimeoutError) as exc:
-        return [Finding("warning", f"rbac manager: not checked: {plain_error(exc)}")]
+        return [Finding("warning", f"rbac manager: not checked: {plain_error(exc)}")], ok
     findings += [d.finding() for d in missing]
     if not missing:
-        print(f"rbac manager: ok ({len(kinds)} policy kind(s): Kueue's, the sidecar's and --wire's permissions)")
+        ok.append(f"rbac manager: ok ({len(kinds)} policy kind(s): Kueue's, the sidecar's and --wire's permissions)")
     for name, rest in workers.items():
         try:
             async with KubeClient(rest, user_agent="mkpolicy-sidecar-check", timeout=10) as client:
@@ -115,8 +116,8 @@ async def check_access(
             continue
         findings += [d.finding() for d in worker_missing]
         if not worker_missing:
-            print(f"rbac {name}: ok ({len(kinds)} policy kind(s): Kueue's permissions on the copies)")
-    return findings
+            ok.append(f"rbac {name}: ok ({len(kinds)} policy kind(s): Kueue's permissions on the copies)")
+    return findings, ok
 
 
 async def _wired_secrets(manager: KubeClient, config: SidecarConfig) -> list[str]:

@@ -56,7 +56,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from mkpolicy.errors import Location, MkpolicyError, PolicyError
+from mkpolicy.errors import Location, MkpolicyError, PolicyError, did_you_mean
 from mkpolicy.policy.gvk import DNS_SUBDOMAIN
 
 API_VERSION = "mkpolicy.io/v1alpha1"
@@ -696,7 +696,8 @@ def _problem(err: Any, source: Any) -> ConfigError:
         msg = msg[len("Value error, ") :]
     if kind == "extra_forbidden":
         fields = field_names(path[:-1])
-        expected = f"; expected one of: {', '.join(fields)}" if fields else ""
+        expected = did_you_mean(str(path[-1]), list(fields)) if path else ""
+        expected += f"; expected one of: {', '.join(fields)}" if fields else ""
         message = f"unknown field {where!r}{expected} (docs/sidecar-config.md)"
         location = source.location(tuple(path), key=True)
     elif kind == "missing":

@@ -22,8 +22,10 @@ watch drops the whole worker connection.
 Refused: ``update``/``patch`` of a policy kind and writes of its other versions (Kueue
 never sends them; forwarding them would bypass the policy), writes before the first
 policy set is active (it is not known yet which kinds are policy kinds), creations of a
-pending policy's kind (the manager does not serve it yet: it cannot be transformed), and
-every request on the endpoint of a worker whose kubeconfig is refused.
+pending policy's kind (the manager does not serve it yet: it cannot be transformed),
+creations of a kind Kueue dispatches while the policy meant for it is not active (a
+stranded kind: a typo in either name), and every request on the endpoint of a worker
+whose kubeconfig is refused.
 
 Every refused creation, every copy the worker refuses and every failing status
 write-back is logged, counted (``mkpolicy_sidecar_refusals_total``) and recorded as a
@@ -43,14 +45,14 @@ import aiohttp
 
 from mkpolicy.engine.generic import MAX_LABEL_VALUE, PREBUILT_WORKLOAD_KEY
 from mkpolicy.jsonvalues import dumps_kube, loads_kube
-from mkpolicy.kube.client import ApiError
+from mkpolicy.kube.client import ApiError, ResourceInfo
 from mkpolicy.sidecar.bodies import decode_body
 from mkpolicy.sidecar.contract import Contract, ContractRefusal
 from mkpolicy.sidecar.endpoints import Credentials
 from mkpolicy.sidecar.events import EventRecorder, ObjectRef
 from mkpolicy.sidecar.forward import Forwarder
 from mkpolicy.sidecar.http1 import RequestHead
-from mkpolicy.sidecar.kueueconfig import KueueInfo
+from mkpolicy.sidecar.kueueconfig import KueueInfo, Stranded
 from mkpolicy.sidecar.listener import READ_TIMEOUT, Exchange
 from mkpolicy.sidecar.logs import fields, plain_error
 from mkpolicy.sidecar.metrics import Metrics
@@ -104,6 +106,9 @@ class Hub(Protocol):
 
     async def manager_object(self, entry: Entry, namespace: str | None, name: str) -> dict[str, Any] | None:
         """The manager's object (cache or direct read); None when absent, ApiError/OSError when unreadable."""
+
+    async def read_manager(self, info: ResourceInfo, namespace: str | None, name: str) -> dict[str, Any] | None:
+        """An object of any kind read from the manager (None when absent or unreadable)."""
 
     def cached_manager_object(self, entry: Entry, namespace: str | None, name: str) -> dict[str, Any] | None:
         """The manager's object if the watch cache has it (never waits; do not modify it); counts a hit."""
@@ -387,7 +392,8 @@ class WorkerEndpoint:
         return await self._relay_object(exchange, conn, resp, entry, manager, (namespace, name))
 
     async def _create_unresolved(self, exchange: Exchange, target: Target) -> int:
-        """A create in the group of a pending policy: refused when it is of that kind, else passed on."""
+        """A create in the group of a pending policy or stranded kind: refused when it is of that kind,
+        else passed on."""
         head = exchange.head
         raw = await exchange.read_body(MAX_BODY)
         policies = self.hub.policies
@@ -397,6 +403,10 @@ class WorkerEndpoint:
             kind = str(body.get("kind") or "") if isinstance(body, dict) else ""
         except StatusError:
             body = None  # not ours to judge: the worker answers it
+        stranded = policies.stranded_kind(target.group, kind) if policies is not None and kind else None
+        if stranded is not None:
+            assert isinstance(body, dict)
+            await self._refuse_stranded(target, body, *stranded)
         pending = policies.pending_policy(target.group, kind) if policies is not None and kind else None
         if pending is not None:
             assert isinstance(body, dict)
@@ -420,6 +430,24 @@ class WorkerEndpoint:
         answer = await self._answer(conn, resp)
         relay_error(exchange, resp, answer)
         return int(resp.status)
+
+    async def _refuse_stranded(
+        self, target: Target, body: dict[str, Any], lost: Stranded, info: ResourceInfo | None
+    ) -> None:
+        """Refuse a copy of a kind Kueue dispatches while the policy meant for it is not active (Event on the job)."""
+        meta = body["metadata"] if isinstance(body.get("metadata"), dict) else {}
+        name = str(meta.get("name") or "")
+        ctx = context_of(body, self.cluster)
+        workload = ctx.workload_name if ctx is not None else ""
+        job = await self.hub.read_manager(info, target.namespace, name) if info is not None and name else None
+        about = ObjectRef.of(job) if job is not None else None
+        if about is None and workload:
+            about = _workload_ref(self.hub.kueue, target.namespace or "", workload)
+        message = (
+            f"{lost.describe()}; the copy for {self.cluster} would go untransformed, so it is refused: make the "
+            "policy's framework and Kueue's entry name the same kind (mkpolicy sidecar --check reports it)"
+        )
+        raise self._refusal(lost.policy, "PolicyNotActive", about, message, 503, details={"name": name})
 
     async def _get(self, exchange: Exchange, entry: Entry, sent: WorkerConnection | None) -> int:
         head = exchange.head
@@ -557,7 +585,7 @@ class WorkerEndpoint:
             meta = doc.get("metadata") or {}
             ctx = context_of(doc, self.cluster)
             where = self._ref(entry, manager, namespace, meta.get("name"), ctx.workload_name if ctx else "")
-            message = f"the status from {self.cluster} is not written: {outcome.error or 'the sync failed'}"
+            message = f"the status from {self.cluster} is not written: {_bare(outcome.error or 'the sync failed')}"
             self._refused(entry.name, "SyncFailed", where, message)
         return obj
 
@@ -613,7 +641,7 @@ class WorkerEndpoint:
             ),
         )
         if about is not None:
-            self.hub.events.record(about, "Warning", reason, f"mkpolicy: {message}")
+            self.hub.events.record(about, "Warning", reason, f"mkpolicy: {_bare(message)}")
 
     def _refusal(
         self,
@@ -677,6 +705,13 @@ class WorkerEndpoint:
                     "patch skipped (failurePolicy Ignore)",
                     extra=fields(cluster=self.cluster, policy=entry.name, error=exc.report()),
                 )
+
+
+def _bare(message: str) -> str:
+    """``message`` without the ``mkpolicy:`` prefix a Status message carries (an Event adds its own)."""
+    for prefix in ("mkpolicy: ", "mkpolicy sidecar: "):
+        message = message.removeprefix(prefix)
+    return message
 
 
 def _json_type(value: Any) -> str:

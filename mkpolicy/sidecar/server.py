@@ -116,6 +116,14 @@ class Sidecar:
         self.metrics.cache_reads.labels(entry.name, "direct" if obj is not None else "absent").inc()
         return obj
 
+    async def read_manager(self, info: ResourceInfo, namespace: str | None, name: str) -> dict[str, Any] | None:
+        """An object of any kind read from the manager (None when absent or unreadable)."""
+        assert self._manager is not None
+        try:
+            return await read_object(self._manager, info, namespace, name)
+        except (ApiError, aiohttp.ClientError, OSError, TimeoutError):
+            return None
+
     async def offload(self, key: object, fn: Callable[..., T], *args: Any) -> T:
         """Run policy work ``fn(*args)`` for the adapter ``key`` (inline when proven fast)."""
         return await self._evaluator.run(key, fn, *args)
@@ -192,7 +200,7 @@ class Sidecar:
         checks.extend(f"warn wiring {name}: {why}" for name, why in self._wiring_problems.items())
         if self.kueue is not None:
             checks.append(f"ok kueue: {self.kueue.describe()}")
-        checks.extend(f"warn kueue: {f.message}" for f in self._findings if f.level == "warning")
+        checks.extend(f"warn kueue: {f.message}" for f in self._findings if f.level != "info")
         if self._store.last_error and active is not None:
             checks.append(f"ok last-reload (rejected, previous set kept): {self._store.last_error.splitlines()[0]}")
         if self.closing:
@@ -269,11 +277,14 @@ class Sidecar:
         """Log what Kueue's configuration says about the policies and the ports (and keep it for /readyz)."""
         assert self.kueue is not None
         policies = [(e.name, e.adapter.gvk) for e in active.entries] if active is not None else []
-        findings = policy_findings(self.kueue, policies) + port_findings(self.kueue, sidecar_ports(self.config))
+        stranded = [lost for lost, _ in active.stranded] if active is not None else []
+        pending = list(active.pending_kinds) if active is not None else []
+        findings = policy_findings(self.kueue, policies, stranded, pending)
+        findings += port_findings(self.kueue, sidecar_ports(self.config))
         self._findings = findings
         log.info("kueue configuration", extra=fields(kueue=self.kueue.describe(), unread=self.kueue.unread))
         for finding in findings:
-            (log.warning if finding.level == "warning" else log.info)("kueue: " + finding.message)
+            (log.info if finding.level == "info" else log.warning)("kueue: " + finding.message)
 
     def own_endpoints(self) -> frozenset[str]:
         """The URLs of this sidecar's endpoints (a kubeconfig pointing there is not a worker's)."""

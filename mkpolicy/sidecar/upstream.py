@@ -260,6 +260,8 @@ class Upstream:
         self._connecting = 0
         self._waiting: deque[asyncio.Future[None]] = deque()
         self._closed = False
+        #: When the worker last answered (a new connection, or an exchange completed): monotonic seconds.
+        self.answered_at = 0.0
 
     def _configure(self, config: RestConfig) -> None:
         tokens = TokenSource(config)
@@ -403,10 +405,13 @@ class Upstream:
             raise UpstreamError("connect", "the connection closed at once")
         keepalive(conn.transport)
         self.connections.add(conn)
+        self.answered_at = time.monotonic()
         return conn
 
     def release(self, conn: WorkerConnection, reusable: bool) -> None:
         """Give a connection back: kept idle when ``reusable`` (its exchange complete), else closed."""
+        if reusable:
+            self.answered_at = time.monotonic()
         if (
             reusable
             and not conn.tainted

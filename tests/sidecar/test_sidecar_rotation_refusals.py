@@ -298,10 +298,13 @@ def test_one_worker_unwirable_one_unreachable_the_other_serves(tmp_path: Path) -
                     client(sidecar.kubeconfig("worker1")) as w1,
                     client(sidecar.kubeconfig("worker2")) as w2,
                 ):
+                    assert metric(sidecar, "mkpolicy_sidecar_worker_up", cluster="worker2") == 1  # not tried yet
                     with pytest.raises(ApiError) as info:
                         await w2.get(WORKLOADS)
                     assert info.value.status == 503 and "unreachable" in info.value.message
                     assert (await w1.get(WORKLOADS))["kind"] == "WorkloadList"
+                    assert metric(sidecar, "mkpolicy_sidecar_worker_up", cluster="worker2") == 0
+                    assert metric(sidecar, "mkpolicy_sidecar_worker_up", cluster="worker1") == 1
                 ready, checks = sidecar.readiness()
                 assert ready, checks
                 assert "ok worker worker1" in checks
