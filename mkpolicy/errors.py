@@ -99,3 +99,19 @@ class NotManagedError(MkpolicyError):
     def __init__(self, reason: str, location: Location | None = None) -> None:
         super().__init__(f"object is not managed: {reason}", location)
         self.reason = reason
+
+
+def did_you_mean(name: str, choices: list[str]) -> str:
+    """``" (did you mean 'x'?)"`` for the valid name closest to a misspelled ``name`` ("" when none is close).
+
+    A case-insensitive match wins, then the closest by difflib's ratio (at least 0.6:
+    ``frameworks`` -> ``framework``, ``expresion`` -> ``expression``, ``faliurePolicy`` ->
+    ``failurePolicy``).
+    """
+    import difflib
+
+    for choice in choices:
+        if choice.lower() == name.lower():
+            return f" (did you mean {choice!r}?)"
+    close = difflib.get_close_matches(name, choices, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""

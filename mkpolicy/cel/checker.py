@@ -407,7 +407,8 @@ class Checker:
         if self.homogeneous:
             self.error(
                 f"expected type '{self._shown(previous)}' but found '{self._shown(current)}' "
-                "(Kubernetes requires list and map literals of one type; wrap values in dyn() to mix)",
+                "(Kubernetes requires list and map literals of one type; write each field in its own JSONPatch "
+                "operation, or as fields of an Object{...} literal, and each value keeps its type check)",
                 pos,
             )
         return t.DYN

@@ -397,7 +397,19 @@ class Estimator:
         if node.macro in ("filter", "sortBy"):
             self.elem_sizes[node] = single if node.macro == "filter" else elem
         fixed = _COMPREHENSION_FIXED.get(node.macro, 1)
-        return _add(_add(rng_cost, fixed), _mul(count.max, step))
+        return _add(_add(rng_cost, fixed), _mul(self._iterations(node, count), step))
+
+    def _iterations(self, node: ast.Comprehension, count: Size) -> int:
+        """How many times the loop runs: at most the range's size."""
+        return count.max
+
+    def _branches(self, costs: list[int]) -> int:
+        """The cost of ``c ? a : b`` beyond ``c``: the dearer branch."""
+        return max(costs)
+
+    def _short_circuit(self, left: int, right: int) -> int:
+        """The cost of ``a && b`` / ``a || b``: both sides, at worst."""
+        return _add(left, right)
 
     def _copy_size(self, dst: ast.Node, src: ast.Node) -> None:
         if src in self.sizes:
@@ -414,9 +426,9 @@ class Estimator:
         if node.target is None and fn == "_?_:_":
             then, otherwise = node.args[1], node.args[2]
             self.sizes[node] = self.size(then).union(self.size(otherwise))
-            return _add(costs[0], max(costs[1], costs[2]))
+            return _add(costs[0], self._branches(costs[1:]))
         if node.target is None and fn in ("_&&_", "_||_"):
-            return _add(costs[0], costs[1])
+            return self._short_circuit(costs[0], costs[1])
         if node.target is None and fn == "dyn" and len(node.args) == 1:
             self._copy_size(node, node.args[0])
             return _add(1, costs[0])
@@ -536,9 +548,12 @@ class Estimator:
             sz = size(operands[0]) if operands else UNKNOWN_SIZE
             if fn == "lists.range":
                 arg = operands[0] if operands else None
-                n = arg.value if isinstance(arg, ast.Literal) and type(arg.value) is int else MAX_RANGE
-                self.sizes[node] = Size(0, max(0, min(n, MAX_RANGE)))
-                return max(1, self.sizes[node].max)
+                if isinstance(arg, ast.Literal) and type(arg.value) is int:
+                    n = max(0, min(arg.value, MAX_RANGE))
+                    self.sizes[node] = Size(n, n)
+                else:
+                    self.sizes[node] = Size(0, MAX_RANGE)
+                return max(1, self.size(node).max)
             self.sizes[node] = Size(0, sz.max)
             if fn in ("sort", "sortBy"):
                 n = sz.max
@@ -553,6 +568,43 @@ class Estimator:
         if fn == "size":
             return 1
         return 1
+
+
+class LeastEstimator(Estimator):
+    """A lower bound of the cost of one checked expression, whatever its input.
+
+    Every size that depends on the input is taken at its smallest (empty strings, lists and
+    maps); only literals and ``lists.range`` of a literal keep their size. A conditional
+    costs its cheaper branch, ``&&``/``||`` their left side, ``all``/``exists`` one iteration
+    (they stop early). An expression whose least cost is over :data:`PER_CALL_LIMIT` fails
+    on every object: lint reports it as an error (MKP213), not a warning.
+    """
+
+    def size(self, node: ast.Node) -> Size:
+        """Bounds of ``size()`` of ``node``'s value, both at their smallest."""
+        found = super().size(node)
+        return Size(found.min, found.min)
+
+    def elem_size(self, node: ast.Node) -> Size:
+        """Element sizes at their smallest."""
+        found = super().elem_size(node)
+        return Size(found.min, found.min)
+
+    def key_size(self, node: ast.Node) -> Size:
+        """Key sizes at their smallest."""
+        found = super().key_size(node)
+        return Size(found.min, found.min)
+
+    def _iterations(self, node: ast.Comprehension, count: Size) -> int:
+        if node.macro in ("all", "exists"):
+            return min(count.min, 1)
+        return count.min
+
+    def _branches(self, costs: list[int]) -> int:
+        return min(costs)
+
+    def _short_circuit(self, left: int, right: int) -> int:
+        return left
 
 
 def estimate_cost(program: Program, schemas: Mapping[str, Schema | None] | None = None) -> int:
@@ -587,6 +639,7 @@ __all__ = [
     "PER_CALL_LIMIT",
     "RUNTIME_BUDGET",
     "Estimator",
+    "LeastEstimator",
     "Size",
     "comprehension_step_cost",
     "estimate",

@@ -55,6 +55,7 @@ _CATALOG = [
     Rule("MKP210", "params-unset", "warning", "An expression reads params, but spec.params is not set."),
     Rule("MKP211", "has-required-field", "warning", "has() on a field the schema requires is never false."),
     Rule("MKP212", "mixed-literal", "warning", "A list or map literal mixes types; Kubernetes' type check flags it."),
+    Rule("MKP213", "cost-always-over-budget", "error", "An expression's least cost, on any object, exceeds the limit."),
     # -- managedBy ----------------------------------------------------------------------
     Rule("MKP301", "managed-by-not-in-schema", "error", "managedBy.path names a field the schema does not have."),
     Rule("MKP302", "managed-by-not-string", "error", "managedBy.path names a field that is not a string."),
@@ -76,6 +77,11 @@ _CATALOG = [
     Rule("MKP507", "label-value-not-string", "error", "A label or annotation value that is not a string."),
     Rule("MKP508", "apply-atomic", "error", "An ApplyConfiguration sets an atomic list, map or struct."),
     Rule("MKP509", "apply-map-list-keys", "error", "An ApplyConfiguration map-list item sets none of the list's keys."),
+    Rule(
+        "MKP510", "invalid-label", "error", "A constant label key or value (or annotation key) the API server refuses."
+    ),
+    Rule("MKP511", "unbounded-label-value", "warning", "A label value built from a name with no truncation to 63."),
+    Rule("MKP512", "pod-template-change", "warning", "A creation patch changes a pod template's containers or counts."),
 ]
 
 #: Rule ID -> rule, in catalog order.

@@ -55,8 +55,8 @@ def run(args: argparse.Namespace) -> int:
         error,
         report_policy_error,
     )
-    from mkpolicy.engine import Context, compile, refused_fields
-    from mkpolicy.engine.admission import REFUSER
+    from mkpolicy.engine import Context, compile
+    from mkpolicy.engine.admission import refusals
     from mkpolicy.errors import MkpolicyError, NotManagedError, PolicyError
     from mkpolicy.jsonvalues import apply_merge_patch, json_equal
     from mkpolicy.policy import load
@@ -116,8 +116,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FINDINGS
     for skipped in ignored:
         print(skipped.report("warning") + " (skipped: failurePolicy Ignore)", file=sys.stderr)
-    for refused in refused_fields(adapter, obj, args.phase, result):
-        print(f"warning: {REFUSER[args.phase]} (spec.schema): {refused}", file=sys.stderr)
+    for refused in refusals(adapter, obj, args.phase, result):
+        print(f"warning: {refused}", file=sys.stderr)
     if args.output == "diff":
         import difflib
 

@@ -8,6 +8,16 @@ Kueue sends. A PipelineRun is submitted on the manager, dispatched to a worker, 
 (its status written as Tekton would), its status flows back to the manager as the policy
 says, and its copies are removed when it finishes. Every step is checked against the
 policy engine, and the requests Kueue sent are listed; the exit code is 0 when all checks pass.
+
+Your own kind: --policy P --crd C --object O [--worker-object W]. The CRD is installed on
+every cluster, Kueue's externalFrameworks names the policy's kind, O (with spec.managedBy:
+kueue.x-k8s.io/multikueue) is submitted, and W's status is what the framework writes on
+the worker (mkpolicy init scaffolds such files: examples/<name>.yaml and
+examples/<name>-worker.yaml).
+
+  mkpolicy init --framework SimulationRun.v1beta1.sim.acme.io --crd crd.yaml --dir sim
+  mkpolicy demo --policy sim/sim-simulationrun.yaml --crd crd.yaml \\
+      --object sim/examples/sim-simulationrun.yaml --worker-object sim/examples/sim-simulationrun-worker.yaml
 """
 
 from __future__ import annotations
@@ -20,7 +30,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``mkpolicy demo``."""
     parser.add_argument("--policy", metavar="FILE", help="policy file (default: policies/tekton-pipelinerun.yaml)")
     parser.add_argument(
-        "--pipelinerun", metavar="FILE", help="PipelineRun to submit (default: examples/tekton/pipelinerun.yaml)"
+        "--object",
+        "--pipelinerun",
+        dest="object",
+        metavar="FILE",
+        help="the object to submit (default: examples/tekton/pipelinerun.yaml)",
+    )
+    parser.add_argument("--crd", metavar="FILE", help="the CRD of the policy's kind (installed on every cluster)")
+    parser.add_argument(
+        "--worker-object", metavar="FILE", help="a worker copy whose status the framework writes on the worker"
     )
     parser.add_argument("--worker", choices=["worker1", "worker2"], default="worker1", help="where Kueue dispatches")
     parser.add_argument(
@@ -45,11 +63,11 @@ def run(args: argparse.Namespace) -> int:
 
     from mkpolicy.cli.common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, error
     from mkpolicy.cli.demo_scenario import DemoFailed, Scenario, find_inputs
-    from mkpolicy.errors import MkpolicyError
+    from mkpolicy.errors import InputError, MkpolicyError
     from mkpolicy.testing.kueue import KueueVersion
 
     try:
-        inputs = find_inputs(args.policy, args.pipelinerun)
+        inputs = find_inputs(args.policy, args.object, args.crd, args.worker_object)
         version = KueueVersion.parse(args.kueue)
     except MkpolicyError as exc:
         error(exc)
@@ -65,6 +83,9 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         asyncio.run(scenario.run())
+    except InputError as exc:  # an object or CRD that does not fit the policy
+        error(exc)
+        return EXIT_USAGE
     except DemoFailed as exc:
         print(f"\nFAILED: {exc}", file=sys.stderr)
         return EXIT_FINDINGS

@@ -35,7 +35,6 @@ from mkpolicy.testing.kueue.env import MultiKueueEnv, loopback_multikueue
 
 WORKERS = ("worker1", "worker2")
 NAMESPACE = "kueue-system"
-PR = ("tekton.dev/v1", "PipelineRun")
 WL = ("kueue.x-k8s.io/v1beta2", "Workload")
 SERVER_METADATA = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields")
 #: Real seconds per Kueue second: Kueue's 1 s event batching takes 10 ms.
@@ -48,20 +47,35 @@ class DemoFailed(MkpolicyError):
 
 @dataclass(frozen=True)
 class Inputs:
-    """The policy and the PipelineRun the demo uses."""
+    """The policy, the object to submit, the kind's CRD (None: Tekton's, bundled) and the
+    worker's copy whose status the framework writes (None: Tekton's statuses, or none)."""
 
     policy: Path
     pipelinerun: Path
+    crd: Path | None = None
+    worker_object: Path | None = None
 
 
-def find_inputs(policy: str | None, pipelinerun: str | None) -> Inputs:
-    """The given files, or the repository's Tekton policy and example."""
+def find_inputs(
+    policy: str | None, obj: str | None, crd: str | None = None, worker_object: str | None = None
+) -> Inputs:
+    """The given files, or the repository's Tekton policy and example.
+
+    A policy for another kind needs its object (``--object``) and, unless the kind is
+    Tekton's PipelineRun, its CRD (``--crd``).
+    """
     repo = Path(mkpolicy.__file__).resolve().parent.parent
+    if policy and not obj:
+        raise InputError("--policy needs --object FILE: the object to submit on the manager (with spec.managedBy)")
     found = Inputs(
         Path(policy) if policy else repo / "policies" / "tekton-pipelinerun.yaml",
-        Path(pipelinerun) if pipelinerun else repo / "examples" / "tekton" / "pipelinerun.yaml",
+        Path(obj) if obj else repo / "examples" / "tekton" / "pipelinerun.yaml",
+        Path(crd) if crd else None,
+        Path(worker_object) if worker_object else None,
     )
-    for path, flag in ((found.policy, "--policy"), (found.pipelinerun, "--pipelinerun")):
+    named = [(found.policy, "--policy"), (found.pipelinerun, "--object")]
+    named += [(p, flag) for p, flag in ((found.crd, "--crd"), (found.worker_object, "--worker-object")) if p]
+    for path, flag in named:
         if not path.is_file():
             raise InputError(
                 f"{path} not found: run the demo from a clone (pip install -e .) or give {flag} FILE",
@@ -205,24 +219,51 @@ class Scenario:
         target = directory / self.inputs.policy.name
         target.write_text(yaml.safe_dump_all(docs, sort_keys=False))
         policies = mkpolicy.load(str(directory))
-        if len(policies) != 1 or policies[0].spec.gvk.kind != "PipelineRun":
-            raise DemoFailed(f"{self.inputs.policy}: expected one FrameworkPolicy for PipelineRun.v1.tekton.dev")
+        if len(policies) != 1:
+            raise DemoFailed(f"{self.inputs.policy}: expected one FrameworkPolicy; found {len(policies)}")
+        gvk = policies[0].spec.gvk
+        if self.inputs.crd is None and (gvk.group, gvk.kind) != ("tekton.dev", "PipelineRun"):
+            raise InputError(f"policy {policies[0].name} is for {gvk}: give its CRD with --crd FILE")
         return directory, mkpolicy.compile(policies[0])
 
-    def _pipelinerun(self) -> dict[str, Any]:
-        """The PipelineRun as a user submits it."""
+    def _pipelinerun(self, adapter: mkpolicy.Adapter) -> dict[str, Any]:
+        """The object as a user submits it (its status, if any, left out)."""
         obj = yamldata.load_object(str(self.inputs.pipelinerun))
+        gvk = adapter.gvk
+        if obj.get("apiVersion") != gvk.api_version or obj.get("kind") != gvk.kind:
+            raise InputError(
+                f"{self.inputs.pipelinerun}: expected a {gvk.kind} of {gvk.api_version} for policy {adapter.name}; "
+                f"found {obj.get('kind')!r} of {obj.get('apiVersion')!r}"
+            )
+        obj.pop("status", None)
         meta = obj.setdefault("metadata", {})
         for key in (*SERVER_METADATA, "ownerReferences", "finalizers"):
             meta.pop(key, None)
         meta.setdefault("namespace", "default")
+        if (obj.get("spec") or {}).get("managedBy") != "kueue.x-k8s.io/multikueue":
+            raise InputError(
+                f"{self.inputs.pipelinerun}: expected spec.managedBy: kueue.x-k8s.io/multikueue (stock Kueue "
+                "dispatches only such objects)"
+            )
         return obj
+
+    def _statuses(self, adapter: mkpolicy.Adapter) -> list[tuple[str, dict[str, Any]]]:
+        """(what happened, the status the framework writes on the worker) for each status step."""
+        if self.inputs.worker_object is not None:
+            status = yamldata.load_object(str(self.inputs.worker_object)).get("status")
+            if not isinstance(status, dict):
+                raise InputError(f"{self.inputs.worker_object}: expected an object with a status")
+            return [("has written its status", status)]
+        if (adapter.gvk.group, adapter.gvk.kind) == ("tekton.dev", "PipelineRun"):
+            return [("is running", _tekton_status(False)), ("has succeeded", _tekton_status(True))]
+        return []
 
     async def _run(self, tmp: Path) -> None:
         policies, adapter = self._policy_dir(tmp)
-        submitted = self._pipelinerun()
+        submitted = self._pipelinerun(adapter)
         namespace = submitted["metadata"]["namespace"]
-        with loopback_multikueue(WORKERS, namespace=namespace) as env:
+        crds = [str(self.inputs.crd)] if self.inputs.crd is not None else []
+        with loopback_multikueue(WORKERS, namespace=namespace, crds=crds) as env:
             self.say("clusters (loopback API servers, TLS, bearer tokens)")
             for server in (env.manager, *env.workers.values()):
                 self.show(f"{server.name:8} {server.url}")
@@ -270,10 +311,14 @@ class Scenario:
         """Kueue's side, from its model: connect, dispatch, sync, finish, remove."""
         namespace, name = submitted["metadata"]["namespace"], submitted["metadata"]["name"]
         cluster, other = self.worker, WORKERS[1 - WORKERS.index(self.worker)]
+        job = (adapter.gvk.api_version, adapter.gvk.kind)
+        active = sidecar.policies
+        assert active is not None and active.entries, "the sidecar is ready: its policy resolved"
+        plural = active.entries[0].info.resource
         settings: dict[str, Any] = {"version": self.kueue_version, "time_scale": TIME_SCALE, "gc_interval": 1e6}
         if self.identifier is not None:
             settings["identifier"] = self.identifier
-        async with env.kueue(**settings) as kueue:
+        async with env.kueue([str(adapter.gvk)], **settings) as kueue:
             self.say(f"Kueue {kueue.settings.version.name} reads the wired Secrets and connects through the sidecar")
             await self.wait(kueue, lambda: all(kueue.connection(w).active for w in WORKERS), "workers Active")
             servers = {str(r.client.config.server) for r in kueue.remotes.values() if r.client is not None}
@@ -285,7 +330,7 @@ class Scenario:
             self.show_wire(kueue.requests(cluster))
             mark = len(kueue.requests(cluster))
 
-            self.say(f"a user submits PipelineRun {namespace}/{name}; Kueue gives it a Workload and quota")
+            self.say(f"a user submits {job[1]} {namespace}/{name}; Kueue gives it a Workload and quota")
             local = env.manager.create(submitted)
             workload = env.core.submit(local)
             self.show(f"spec.managedBy: {local['spec'].get('managedBy')!r}; Workload {workload}")
@@ -294,18 +339,18 @@ class Scenario:
             )
             self.check(True, "MultiKueue copied the Workload to worker1 and worker2 (passed through)")
 
-            self.say(f"Kueue on {cluster} admits the Workload: MultiKueue creates the PipelineRun there")
+            self.say(f"Kueue on {cluster} admits the Workload: MultiKueue creates the {job[1]} there")
             env.worker_kueue[cluster].admit(workload, namespace)
-            await self.wait(kueue, lambda: env.workers[cluster].list(*PR, namespace=namespace), "the copy")
-            local = env.manager.get(*PR, name, namespace)
+            await self.wait(kueue, lambda: env.workers[cluster].list(*job, namespace=namespace), "the copy")
+            local = env.manager.get(*job, name, namespace)
             ctx = mkpolicy.Context(workload, kueue.settings.origin, cluster, None, kueue.identifier)
-            copy = env.workers[cluster].get(*PR, name, namespace)
+            copy = env.workers[cluster].get(*job, name, namespace)
             for key in SERVER_METADATA:
                 copy["metadata"].pop(key, None)
             self.check(
                 copy == adapter.create(local, ctx), f"the copy on {cluster} is exactly the policy's create output"
             )
-            post = next(s for s in kueue.requests(cluster)[mark:] if s.method == "POST" and "/pipelineruns" in s.path)
+            post = next(s for s in kueue.requests(cluster)[mark:] if s.method == "POST" and f"/{plural}" in s.path)
             kueue_body = post.json()
             kueue_body["metadata"].pop("creationTimestamp", None)
             self.show("the worker copy:")
@@ -313,19 +358,22 @@ class Scenario:
             self.show(f"what the policy changed from the body Kueue sent ({adapter.name}):")
             self.show("\n".join(changes(kueue_body, copy)) or "(nothing)", indent=6)
             await self.wait(kueue, lambda: not env.workers[other].list(*WL, namespace=namespace), f"{other} cleared")
-            self.check(not env.workers[other].list(*PR, namespace=namespace), f"nothing was created on {other}")
-            env.worker_kueue[cluster].adopt(workload, namespace, *PR)
+            self.check(not env.workers[other].list(*job, namespace=namespace), f"nothing was created on {other}")
+            env.worker_kueue[cluster].adopt(workload, namespace, *job)
 
-            for done, label in ((False, "is running"), (True, "has succeeded")):
-                self.say(f"Tekton on {cluster}: the PipelineRun {label}; Kueue copies the status back")
-                before = env.manager.get(*PR, name, namespace)
-                env.workers[cluster].patch(*PR, name, {"status": _tekton_status(done)}, namespace=namespace,
+            statuses = self._statuses(adapter)
+            if not statuses:
+                self.say(f"no status to write on {cluster} (--worker-object FILE gives one): write-back not shown")
+            for label, written in statuses:
+                self.say(f"the framework on {cluster}: the {job[1]} {label}; Kueue copies the status back")
+                before = env.manager.get(*job, name, namespace)
+                env.workers[cluster].patch(*job, name, {"status": written}, namespace=namespace,
                                            subresource="status")  # fmt: skip
-                remote = env.workers[cluster].get(*PR, name, namespace)
+                remote = env.workers[cluster].get(*job, name, namespace)
                 patch = adapter.sync(before, remote, ctx)
                 want = apply_merge_patch(before, patch).get("status") if patch else before.get("status")
-                await self.wait(kueue, lambda w=want: env.manager.get(*PR, name, namespace).get("status") == w, "sync")
-                after = env.manager.get(*PR, name, namespace)
+                await self.wait(kueue, lambda w=want: env.manager.get(*job, name, namespace).get("status") == w, "sync")
+                after = env.manager.get(*job, name, namespace)
                 self.check(True, "the manager's status is exactly the policy's sync output (a merge patch of /status)")
                 left = sorted(set(remote["status"]) - set(after["status"]))
                 self.show("manager status now:")
@@ -342,10 +390,10 @@ class Scenario:
 
             self.say(f"Kueue on {cluster} finishes the Workload: MultiKueue finishes it and removes the copies")
             env.worker_kueue[cluster].finish(workload, namespace)
-            await self.wait(kueue, lambda: not env.workers[cluster].list(*PR, namespace=namespace), "the copy removed")
+            await self.wait(kueue, lambda: not env.workers[cluster].list(*job, namespace=namespace), "the copy removed")
             await self.wait(kueue, lambda: not env.workers[cluster].list(*WL, namespace=namespace), "workload removed")
             self.check("finished" in kueue.outcome_kinds(namespace, workload), "the manager's Workload is Finished")
-            self.check(True, f"{cluster} holds no PipelineRun and no Workload")
+            self.check(True, f"{cluster} holds no {job[1]} and no Workload")
 
             sent = kueue.requests(cluster)[mark:]
             await self.wait(kueue, lambda: all(s.status is not None or s.error for s in sent), "answers")
@@ -353,7 +401,7 @@ class Scenario:
             self.show_wire(sent)
             if any(s.status == 409 for s in sent):
                 self.show(
-                    "(409: the loopback server's garbage collector is immediate: deleting the PipelineRun changed the"
+                    f"(409: the loopback server's garbage collector is immediate: deleting the {job[1]} changed the"
                     " Workload it owns before Kueue's PUT; Kueue retries)"
                 )
 

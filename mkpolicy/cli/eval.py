@@ -3,7 +3,13 @@
 Variables come from --var NAME=VALUE, where VALUE is a YAML or JSON file (a
 Kubernetes object, say) or an inline JSON value. With --schema NAME=FILE (a CRD or an
 OpenAPI v3 schema) the expression is also type-checked against the schema of that
-variable; type errors are printed as warnings. Errors are printed with their line and
+variable; type errors are printed as warnings.
+
+The variables a policy sees on the wire are bound as the engine binds them:
+workloadName (--workload-name, default ""), origin (--origin, default multikueue),
+cluster (--cluster, default ""), now (--now RFC3339, default the current time: UTC,
+whole seconds, as in a create or sync) and workload and params (null unless given with
+--var). A --var of the same name takes precedence. Errors are printed with their line and
 column in the expression. Exit code 0 on success, 1 when the expression fails to
 parse, compile or evaluate, 2 for unusable input.
 
@@ -12,6 +18,7 @@ examples:
   mkpolicy eval 'object.spec.?taskRunTemplate.?serviceAccountName.orValue("default")' --var object=run.yaml
   mkpolicy eval 'params.replicas * 2' --var 'params={"replicas": 3}'
   mkpolicy eval 'object.spec.tasks.map(t, t.name)' --var object=run.yaml --schema object=crd.yaml --cost
+  mkpolicy eval '{"mkpolicy.io/dispatched-to": cluster, "at": string(now)}' --cluster worker1
 """
 
 from __future__ import annotations
@@ -38,6 +45,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="type-check variable NAME against FILE (a CRD or an OpenAPI v3 schema); repeatable",
     )
     parser.add_argument("-o", "--output", choices=["json", "yaml"], default="json", help="result format")
+    parser.add_argument("--workload-name", default="", metavar="NAME", help="workloadName (default: empty)")
+    parser.add_argument("--origin", default=None, metavar="NAME", help="origin (default: multikueue)")
+    parser.add_argument("--cluster", default="", metavar="NAME", help="cluster, the worker's name (default: empty)")
+    parser.add_argument("--now", default=None, metavar="RFC3339", help="now (default: the current time, UTC)")
     parser.add_argument(
         "--cost", action="store_true", help="print the estimated (worst case) and actual cost to stderr"
     )
@@ -61,12 +72,17 @@ def run(args: argparse.Namespace) -> int:
     except MkpolicyError as exc:
         error(exc)
         return EXIT_USAGE
+    try:
+        wire = _wire_variables(args)
+    except MkpolicyError as exc:
+        error(exc)
+        return EXIT_USAGE
     unknown = sorted(set(schemas) - set(variables))
     if unknown:
         error(f"--schema names variables that have no --var: {', '.join(unknown)}")
         return EXIT_USAGE
     try:
-        program = Program(expression, Environment.of(variables))
+        program = Program(expression, Environment.of({*variables, *wire}))
     except CelExpressionError as exc:
         _report(exc, expression)
         return EXIT_FINDINGS
@@ -75,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
             _report(problem, expression, severity="warning")
     budget = Budget(PER_CALL_LIMIT)
     try:
-        result = program.evaluate({name: to_cel(value) for name, value in variables.items()}, budget=budget)
+        bound = {**wire, **{name: to_cel(value) for name, value in variables.items()}}
+        result = program.evaluate(bound, budget=budget)
     except CelExpressionError as exc:
         _report(exc, expression)
         return EXIT_FINDINGS
@@ -93,6 +110,33 @@ def run(args: argparse.Namespace) -> int:
     # YAML would end a scalar document with "...": scalars print as JSON either way.
     sys.stdout.write(dump(output, "json" if scalar else args.output))
     return EXIT_OK
+
+
+def _wire_variables(args: argparse.Namespace) -> dict[str, Any]:
+    """workloadName, origin, cluster, now, workload and params as a create or sync binds them."""
+    import datetime as dt
+
+    from mkpolicy.cel.values import Timestamp
+    from mkpolicy.engine.context import DEFAULT_ORIGIN, Context
+    from mkpolicy.errors import InputError
+
+    now = None
+    if args.now is not None:
+        try:
+            now = dt.datetime.fromisoformat(args.now.replace("Z", "+00:00"))
+        except ValueError:
+            raise InputError(f"--now: expected an RFC 3339 time (2026-11-26T10:00:00Z); found {args.now!r}") from None
+        if now.tzinfo is None:
+            raise InputError(f"--now: expected a time with a zone (Z or +01:00); found {args.now!r}")
+    ctx = Context(args.workload_name, args.origin or DEFAULT_ORIGIN, args.cluster, now=now)
+    return {
+        "workloadName": ctx.workload_name,
+        "origin": ctx.origin,
+        "cluster": ctx.cluster,
+        "now": Timestamp.from_datetime(ctx.timestamp()),
+        "workload": None,
+        "params": None,
+    }
 
 
 def _split(text: str, option: str) -> tuple[str, str]:

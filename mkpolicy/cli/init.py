@@ -11,8 +11,9 @@ the CRD's required fields.
 
 Files: DIR/<name>.yaml, DIR/<name>.test.yaml, DIR/examples/<name>.yaml,
 DIR/examples/<name>-worker.yaml (and DIR/<name>.schema.json with --crd), where <name>
-is <group prefix>-<kind> (for PipelineRun.v1.tekton.dev: tekton-pipelinerun). Existing
-files are kept unless --force. Exit code 0, 2 for bad arguments or unwritable files.
+is <group prefix>-<kind> (for PipelineRun.v1.tekton.dev: tekton-pipelinerun). When any
+of them exists, init writes nothing and exits 2 naming them; --force overwrites them.
+Exit code 0, 2 for bad arguments, existing files (without --force) or unwritable files.
 """
 
 from __future__ import annotations
@@ -26,7 +27,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--framework", required=True, metavar="Kind.version.group", help="the job kind")
     parser.add_argument("--crd", metavar="FILE", help="the kind's CustomResourceDefinition (YAML or JSON)")
     parser.add_argument("--dir", default=".", metavar="DIR", help="where to write the files (default: .)")
-    parser.add_argument("--force", action="store_true", help="overwrite existing files")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="overwrite existing files (without it, init writes nothing when one exists)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

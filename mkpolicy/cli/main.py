@@ -28,6 +28,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("sidecar", "mkpolicy.cli.sidecar", "run the policies on the wire between the Kueue manager and its workers"),
     ("demo", "mkpolicy.cli.demo", "MultiKueue + the sidecar end to end on loopback API servers, in seconds"),
     ("dev", "mkpolicy.cli.dev", "developer tools: a loopback API server, a local MultiKueue (real Kueue with --real)"),
+    ("completion", "mkpolicy.cli.completion", "print a bash or zsh completion script"),
 ]
 
 EPILOG = """\

@@ -15,21 +15,26 @@ Secrets when the manager is reachable), reads Kueue's configuration from the man
 (ConfigMap kueue-manager-config, the Deployment's image for Kueue's version) and says
 which valid policies the sidecar skips and why, which policy names another version than
 Kueue's externalFrameworks entry, which ports collide with Kueue's in its pod, then
-exits. --init-state DIR writes the CA, serving certificate and worker tokens to DIR
-and exits: several Kueue replicas then share them (a Secret mounted as state.dir).
+verifies with SelfSubjectAccessReviews on the manager and every worker the RBAC the sidecar
+and Kueue's requests need for the policy kinds (each missing permission with the cluster,
+verb and resource), prints the wire contract in force (every request shape forwarded to a
+worker; anything else is answered 403, see wire.allow), then exits. It fails (exit 1) when
+a policy's kind is not served by the manager, or when Kueue dispatches a kind whose policy
+is not active (a policy names a kind close to it: a typo); the running sidecar refuses
+creations of such kinds. --strict also fails on every warning and on what it could not
+check; --output json prints the report as JSON.
+--init-state DIR writes the CA, serving certificate and worker tokens to DIR and exits:
+several Kueue replicas then share them (a Secret mounted as state.dir).
 
-Exit codes: 0 clean shutdown, 1 invalid policies, 2 invalid configuration or kubeconfig.
+Exit codes: 0 clean shutdown (--check: nothing wrong), 1 invalid policies (--check: an error
+finding; with --strict a warning too), 2 invalid configuration or kubeconfig (--check: also
+a missing permission).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from mkpolicy.engine import Adapter
-    from mkpolicy.sidecar.config import SidecarConfig
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -47,6 +52,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     mode.add_argument("--check", action="store_true", help="validate config, policies and kubeconfig files, then exit")
     mode.add_argument("--init-state", metavar="DIR", help="write CA, certificate and tokens to DIR, then exit")
     parser.add_argument("--kubeconfig-dir", metavar="DIR", help="write <worker>.kubeconfig for each endpoint here")
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="with --check: fail on any warning, and on whatever could not be checked (workers, Kueue's configuration)",
+    )
+    parser.add_argument(
+        "-o", "--output", choices=("text", "json"), default="text", help="with --check: the report's format"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -94,7 +107,9 @@ def run(args: argparse.Namespace) -> int:
         except ReloadError as exc:
             print(exc.message, file=sys.stderr)
             return EXIT_FINDINGS
-        return asyncio.run(check(config, adapters))
+        from mkpolicy.cli.sidecar_check import build_report, print_report
+
+        return print_report(asyncio.run(build_report(config, adapters)), args.output, args.strict)
 
     async def serve() -> int:
         if args.unwire:
@@ -149,78 +164,3 @@ def run(args: argparse.Namespace) -> int:
         bind = bind_error(config, exc)
         print(f"{args.config}: error: {bind}" if bind else f"error: cannot start: {exc}", file=sys.stderr)
         return EXIT_USAGE
-
-
-async def check(config: SidecarConfig, adapters: list[Adapter]) -> int:
-    """``--check``: the worker kubeconfigs, Kueue's configuration and the policies, reported.
-
-    Reads what it can from the manager (Kueue's ConfigMap and Deployment, Secret-held
-    kubeconfigs); without a manager connection it says what it could not check. Exits 2
-    when a worker kubeconfig is refused; warnings do not fail.
-    """
-    from mkpolicy.cli.common import EXIT_OK, EXIT_USAGE
-    from mkpolicy.errors import MkpolicyError
-    from mkpolicy.kube.client import KubeClient
-    from mkpolicy.sidecar import manager_rest_config
-    from mkpolicy.sidecar.kueueconfig import (
-        Finding,
-        KueueInfo,
-        configured,
-        policy_findings,
-        port_findings,
-        read_kueue,
-        sidecar_ports,
-    )
-    from mkpolicy.sidecar.metrics import Metrics
-    from mkpolicy.sidecar.policies import split_wire
-    from mkpolicy.sidecar.workers import WorkerLink
-
-    manager: KubeClient | None = None
-    try:
-        manager = KubeClient(manager_rest_config(config), user_agent="mkpolicy-sidecar-check", timeout=10)
-        kueue = await read_kueue(manager, config)
-    except MkpolicyError as exc:  # no manager connection (not in a pod, no kubeconfig)
-        kueue = configured(KueueInfo(unread=[f"no manager connection: {exc.message}"]), config)
-    failed = False
-    try:
-        metrics = Metrics()
-        for worker in config.workers:
-            link = WorkerLink(worker, config.manager.namespace, frozenset, metrics)
-            if worker.kubeconfig.secret is not None and manager is None:
-                print(f"worker {worker.name}: not checked ({link.source}; no manager connection)")
-                continue
-            await link.load(manager)
-            await link.upstream.close()
-            if link.problem is None:
-                print(f"worker {worker.name}: ok: {link.source}")
-            else:
-                failed = True
-                print(f"worker {worker.name}: error: {link.problem}", file=sys.stderr)
-    finally:
-        if manager is not None:
-            await manager.close()
-    print(f"kueue: {kueue.describe()}")
-    for unread in kueue.unread:
-        print(f"kueue: not read: {unread}")
-    carried, skipped = split_wire(adapters, kueue)
-    for adapter in carried:
-        print(f"policy {adapter.name}: ok ({adapter.gvk})")
-    for adapter, reason in skipped:  # valid, but the sidecar will not use them
-        print(f"policy {adapter.name}: skipped ({adapter.gvk}): stock Kueue cannot carry it: {reason}")
-    findings = policy_findings(kueue, [(a.name, a.gvk) for a in carried])
-    findings += port_findings(kueue, sidecar_ports(config))
-    if config.shutdown.grace_period_seconds >= 10:
-        findings.append(
-            Finding(
-                "warning",
-                f"shutdown.gracePeriodSeconds {config.shutdown.grace_period_seconds:g} is not below Kueue's "
-                "terminationGracePeriodSeconds (10): the kubelet kills the pod before the sidecar drains",
-            )
-        )
-    if config.state.dir is None:
-        findings.append(
-            Finding("warning", "state.dir is null: a new CA and tokens at every start; Kueue's kubeconfigs go stale")
-        )
-    for finding in findings:
-        print(f"{finding.level}: {finding.message}")
-    return EXIT_USAGE if failed else EXIT_OK

@@ -8,6 +8,8 @@ expectation: the worker copy, the status patch, "not managed" or an error.
 --update-snapshots records the actual worker copies and status patches as the expected
 ones (comments and formatting of the suite are kept). --junit writes a JUnit XML report.
 --require-suites fails when a policy file under a PATH directory has no suite.
+--output json prints the run as one JSON document (suites, cases, failures with their
+messages and diffs, counts, the exit code) instead of the text report.
 
 Exit code 0 when every case passed, 1 when a case failed or a suite is broken, 2 for
 unreadable paths or no suites at all.
@@ -35,13 +37,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--color", choices=("auto", "always", "never"), default="auto", help="colour the report (default: auto)"
     )
+    parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help="report format")
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the suites under ``args.paths``."""
     from mkpolicy.cli.common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, error
     from mkpolicy.errors import MkpolicyError
-    from mkpolicy.lint.suite.report import format_run, junit_xml, summary
+    from mkpolicy.lint.suite.report import format_run, json_report, junit_xml, summary
     from mkpolicy.lint.suite.runner import run_paths
     from mkpolicy.lint.suite.snapshots import update_snapshots
 
@@ -54,12 +57,6 @@ def run(args: argparse.Namespace) -> int:
         except MkpolicyError as exc:
             print(exc.report(), file=sys.stderr)
             return EXIT_USAGE
-    color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty() and "NO_COLOR" not in os.environ)
-    sys.stdout.write(format_run(result, color=color, quiet=args.quiet))
-    for file in result.uncovered:
-        print(f"{file}: error: policy file has no test suite (expected a suite whose spec.policy names it)")
-    for problem in result.input_errors:
-        print(problem.report(), file=sys.stderr)
     if args.junit:
         try:
             with open(args.junit, "w", encoding="utf-8") as fh:
@@ -67,12 +64,26 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             error(f"cannot write {args.junit}: {exc.strerror or exc}")
             return EXIT_USAGE
-    print(summary(result, updated), file=sys.stderr if args.quiet else sys.stdout)
+    code = EXIT_OK if result.ok else EXIT_FINDINGS
+    problem = None
     if result.input_errors or not result.suites:
+        code = EXIT_USAGE
         if not result.suites and not result.input_errors:
-            error("no test suites found")
-        return EXIT_USAGE
-    if args.name_filter and not any(suite.cases for suite in result.suites):
-        error(f"-k {args.name_filter!r}: no case name contains it")
-        return EXIT_USAGE
-    return EXIT_OK if result.ok else EXIT_FINDINGS
+            problem = "no test suites found"
+    elif args.name_filter and not any(suite.cases for suite in result.suites):
+        code, problem = EXIT_USAGE, f"-k {args.name_filter!r}: no case name contains it"
+    if args.output == "json":
+        sys.stdout.write(json_report(result, updated, code))
+    else:
+        color = args.color == "always" or (
+            args.color == "auto" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+        )
+        sys.stdout.write(format_run(result, color=color, quiet=args.quiet))
+        for file in result.uncovered:
+            print(f"{file}: error: policy file has no test suite (expected a suite whose spec.policy names it)")
+        for input_error in result.input_errors:
+            print(input_error.report(), file=sys.stderr)
+        print(summary(result, updated), file=sys.stderr if args.quiet else sys.stdout)
+    if problem is not None:
+        error(problem)
+    return code

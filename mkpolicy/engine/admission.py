@@ -15,6 +15,7 @@ from typing import Any, Literal
 from mkpolicy.engine.adapter import Adapter
 from mkpolicy.engine.crdrules import rule_errors
 from mkpolicy.jsonvalues import apply_merge_patch
+from mkpolicy.structural.objectmeta import object_meta_errors
 from mkpolicy.structural.validation import FieldError, validate
 
 
@@ -51,3 +52,27 @@ def refused_fields(
     old = manager_obj if phase == "sync" else None  # a status write updates the manager's object
     before = {str(e) for e in schema_errors(manager_obj, schema)}
     return [e for e in schema_errors(after, schema, old) if str(e) not in before]
+
+
+def refused_metadata(manager_obj: Mapping[str, Any], phase: Literal["create", "sync"], result: Any) -> list[FieldError]:
+    """ObjectMeta violations of the worker copy (labels, annotations, name) that ``manager_obj`` does not have.
+
+    The worker's API server validates ``metadata`` on every create whatever the CRD's schema
+    (:mod:`mkpolicy.structural.objectmeta`); a status write leaves metadata alone.
+    """
+    if phase != "create" or not isinstance(result, Mapping):
+        return []
+    before = {str(e) for e in object_meta_errors(manager_obj)}
+    return [e for e in object_meta_errors(result) if str(e) not in before]
+
+
+def refusals(
+    adapter: Adapter, manager_obj: Mapping[str, Any], phase: Literal["create", "sync"], result: Any
+) -> list[str]:
+    """Why the API server would refuse what the policy produced, one line per source:
+    ``"<who> (ObjectMeta): <field error>; ..."``, then ``"<who> (spec.schema): ..."``."""
+    found = [
+        ("ObjectMeta", refused_metadata(manager_obj, phase, result)),
+        ("spec.schema", refused_fields(adapter, manager_obj, phase, result)),
+    ]
+    return [f"{REFUSER[phase]} ({source}): " + "; ".join(map(str, errors)) for source, errors in found if errors]

@@ -14,7 +14,7 @@ from typing import Any, get_args
 
 from pydantic import BaseModel, ValidationError
 
-from mkpolicy.errors import InputError, Location, PolicyError
+from mkpolicy.errors import InputError, Location, PolicyError, did_you_mean
 from mkpolicy.policy.model import API_VERSION, KIND, FrameworkPolicy
 from mkpolicy.policy.source import Document, Path, dotted, parse_documents, read_text
 
@@ -283,7 +283,8 @@ def _problem(err: Any, doc: Document) -> PolicyError:
     where = dotted(path)
     if kind == "extra_forbidden":
         allowed = _allowed_fields(loc[:-1], doc.data)
-        hint = f"; expected one of: {', '.join(allowed)}" if allowed else ""
+        hint = did_you_mean(str(loc[-1]), allowed) if loc else ""
+        hint += f"; expected one of: {', '.join(allowed)}" if allowed else ""
         return PolicyError(
             f"unknown field {where!r}{hint}", doc.source.location(path, key=True), reason="unknown-field"
         )

@@ -10,6 +10,9 @@ sidecar's configuration:
 * a policy whose kind Kueue's ``multiKueue.externalFrameworks`` names at another version
   (Kueue creates copies at that version: the sidecar refuses them, reads pass through);
 * a policy whose kind is not in ``externalFrameworks`` (Kueue never sends it);
+* a kind ``externalFrameworks`` names with no active policy while a policy names a kind close
+  to it (a typo, a pending or skipped policy): an error, the sidecar refuses its creations
+  rather than let them reach workers untransformed (:func:`stranded_kinds`);
 * a policy for a kind Kueue adapts natively *and* whose integration is enabled in
   ``integrations.frameworks`` (Kueue's own adapter sends that kind, not the generic one);
 * the workload identifier Kueue writes (annotation, label, label without the
@@ -27,6 +30,7 @@ workload name goes).
 from __future__ import annotations
 
 import asyncio
+import difflib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -83,6 +87,7 @@ GATE_DEFAULTS: dict[str, tuple[tuple[tuple[int, int], bool], ...]] = {
     "MultiKueue": (((0, 6), False), ((0, 9), True)),
     "MultiKueueAdaptersForCustomJobs": (((0, 14), False), ((0, 15), True)),
     "WorkloadIdentifierAnnotations": (((0, 17), False), ((0, 18), True)),
+    "MultiKueueManagerQuotaAutomation": (((0, 18), False),),
 }
 
 Version = tuple[int, int, int]
@@ -312,15 +317,105 @@ def configured(info: KueueInfo, config: SidecarConfig) -> KueueInfo:
 
 @dataclass(frozen=True)
 class Finding:
-    """Something ``--check`` and the start report say: ``warning`` or ``info``."""
+    """Something ``--check`` and the start report say: ``error`` (``--check`` fails), ``warning`` or ``info``."""
 
-    level: Literal["warning", "info"]
+    level: Literal["error", "warning", "info"]
     message: str
 
 
-def policy_findings(info: KueueInfo, policies: Iterable[tuple[str, GVK]]) -> list[Finding]:
-    """How the policies (name, GVK) meet Kueue's configuration."""
+#: How alike two ``Kind.version.group`` names must be (difflib ratio) for a policy to count as
+#: meant for a kind Kueue dispatches: one wrong letter or TLD in the group is well above it.
+CLOSE_NAME = 0.8
+
+
+@dataclass(frozen=True)
+class Stranded:
+    """A kind Kueue dispatches with no active policy, while a policy names a kind close to it."""
+
+    #: What ``multiKueue.externalFrameworks`` names (the kind of the copies Kueue sends).
+    kind: GVK
+    policy: str
+    #: What the policy names.
+    policy_kind: GVK
+    #: Why that policy does not transform ``kind``.
+    why: str
+
+    def describe(self) -> str:
+        """One sentence naming both kinds (for --check, logs, Events)."""
+        return (
+            f"Kueue dispatches {self.kind} (multiKueue.externalFrameworks) but no policy is active for it: "
+            f"policy {self.policy} names {self.policy_kind}, {self.why}"
+        )
+
+
+def _close(a: GVK, b: GVK) -> bool:
+    if a.kind.lower() == b.kind.lower():
+        return True
+    return difflib.SequenceMatcher(None, str(a).lower(), str(b).lower()).ratio() >= CLOSE_NAME
+
+
+def stranded_kinds(
+    info: KueueInfo, active: Iterable[tuple[str, GVK]], inactive: Iterable[tuple[str, GVK, str]]
+) -> list[Stranded]:
+    """The external frameworks no active policy covers, each with the closest policy meant for it.
+
+    ``active``: (name, kind) of the policies the sidecar uses; ``inactive``: (name, kind, why)
+    of those it does not (pending, skipped). A policy counts as meant for a kind when it names
+    the same kind, or a ``Kind.version.group`` within a few letters (``sim.acme.com`` for
+    ``sim.acme.io``). A kind with no such policy is not stranded: its copies travel as Kueue
+    makes them, as documented for a framework without a policy.
+    """
+    external = info.external_frameworks or ()
+    active = list(active)
+    covered = {(g.group, g.kind) for _, g in active}
+    listed = {(g.group, g.kind) for g in external}
+    candidates = [(name, gvk, why) for name, gvk, why in inactive]
+    candidates += [
+        (name, gvk, "which Kueue's multiKueue.externalFrameworks does not name")
+        for name, gvk in active
+        if (gvk.group, gvk.kind) not in listed
+    ]
+    out: list[Stranded] = []
+    for kind in external:
+        if (kind.group, kind.kind) in covered:
+            continue
+        close = [c for c in candidates if _close(c[1], kind)]
+        if close:
+            name, gvk, why = max(
+                close, key=lambda c: difflib.SequenceMatcher(None, str(c[1]).lower(), str(kind).lower()).ratio()
+            )
+            out.append(Stranded(kind, name, gvk, why))
+    return out
+
+
+def policy_findings(
+    info: KueueInfo,
+    policies: Iterable[tuple[str, GVK]],
+    stranded: Iterable[Stranded] = (),
+    pending: Iterable[tuple[str, GVK]] = (),
+) -> list[Finding]:
+    """How the policies (name, GVK) meet Kueue's configuration; ``stranded``: :func:`stranded_kinds`;
+    ``pending``: (name, GVK) of the policies whose kind the manager does not serve."""
+    policies, stranded = list(policies), list(stranded)
     out: list[Finding] = []
+    if info.external_frameworks is None:
+        for name, gvk in pending:  # a typo cannot be told from a missing CRD without Kueue's entries
+            out.append(
+                Finding(
+                    "warning",
+                    f"policy {name} ({gvk}) is pending and Kueue's multiKueue.externalFrameworks could not be read: "
+                    "if Kueue dispatches a kind close to it (a typo in either name), its copies travel untransformed",
+                )
+            )
+    for lost in stranded:
+        out.append(
+            Finding(
+                "error",
+                f"{lost.describe()}; the sidecar refuses {lost.kind.kind} creations (an Event on the job says so) "
+                "until a policy for it is active: make the policy's framework and Kueue's entry name the same kind",
+            )
+        )
+    lost_kinds = {s.kind for s in stranded}
     external = info.external_frameworks
     gate = info.gate("MultiKueueAdaptersForCustomJobs")
     if gate is False and external:
@@ -369,7 +464,7 @@ def policy_findings(info: KueueInfo, policies: Iterable[tuple[str, GVK]]) -> lis
     if external:
         covered = {(g.group, g.kind) for _, g in policies}
         for gvk in external:
-            if (gvk.group, gvk.kind) not in covered:
+            if (gvk.group, gvk.kind) not in covered and gvk not in lost_kinds:
                 out.append(
                     Finding(
                         "info",
@@ -403,6 +498,7 @@ __all__ = [
     "NATIVE_ADAPTERS",
     "Finding",
     "KueueInfo",
+    "Stranded",
     "configured",
     "parse_configuration",
     "parse_deployment",
@@ -410,5 +506,6 @@ __all__ = [
     "port_findings",
     "read_kueue",
     "sidecar_ports",
+    "stranded_kinds",
     "version_of_image",
 ]

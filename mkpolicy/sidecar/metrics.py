@@ -22,6 +22,7 @@ REFUSALS = (
     "ManagerObjectMissing",
     "VersionMismatch",
     "PolicyPending",
+    "PolicyNotActive",
     "BadRequest",
     "WorkerRefused",
 )
@@ -141,7 +142,8 @@ class Metrics:
         )
         self.worker_up = Gauge(
             "mkpolicy_sidecar_worker_up",
-            "1 when the worker's kubeconfig is accepted (its endpoint serves), 0 when it is refused.",
+            "1 when the worker's kubeconfig is accepted and the worker answered since the last request that could "
+            "not reach it; 0 when the kubeconfig is refused or the worker is unreachable.",
             ["cluster"],
             registry=r,
         )

@@ -25,7 +25,8 @@ from mkpolicy.errors import MkpolicyError
 from mkpolicy.kube.client import ApiError, ResourceInfo
 from mkpolicy.policy import GVK
 from mkpolicy.policy.kueue import wire_gap
-from mkpolicy.sidecar.kueueconfig import KueueInfo
+from mkpolicy.policy.loader import discover
+from mkpolicy.sidecar.kueueconfig import KueueInfo, Stranded, stranded_kinds
 from mkpolicy.sidecar.logs import fields, plain_error
 from mkpolicy.sidecar.metrics import Metrics
 
@@ -60,6 +61,10 @@ class PolicySet:
     pending_kinds: tuple[tuple[str, GVK], ...] = ()
     #: Valid policies stock Kueue cannot send through the wire: "name (GVK): why". Not used.
     skipped: tuple[str, ...] = ()
+    #: Kinds Kueue dispatches with no active policy while a policy is meant for them (a typo, a
+    #: pending or skipped policy), with the kind's resource on the manager (None: not served):
+    #: their creations are refused, never forwarded untransformed.
+    stranded: tuple[tuple[Stranded, ResourceInfo | None], ...] = ()
     loaded_at: float = field(default_factory=time.time)
     _index: dict[tuple[str, str], Entry] = field(init=False, repr=False, compare=False)
 
@@ -71,8 +76,17 @@ class PolicySet:
         return self._index.get((group, resource))
 
     def pending_in(self, group: str) -> bool:
-        """Whether a pending policy's kind is in ``group``."""
-        return any(gvk.group == group for _, gvk in self.pending_kinds)
+        """Whether a pending policy's kind, or a stranded kind, is in ``group``."""
+        return any(gvk.group == group for _, gvk in self.pending_kinds) or any(
+            s.kind.group == group for s, _ in self.stranded
+        )
+
+    def stranded_kind(self, group: str, kind: str) -> tuple[Stranded, ResourceInfo | None] | None:
+        """The stranded kind ``group``'s ``kind`` (and its resource), or None."""
+        for lost, info in self.stranded:
+            if (lost.kind.group, lost.kind.kind) == (group, kind):
+                return lost, info
+        return None
 
     def pending_policy(self, group: str, kind: str) -> tuple[str, GVK] | None:
         """(name, kind) of the pending policy for ``group``'s ``kind``, or None."""
@@ -122,6 +136,11 @@ def compile_directory(directory: str) -> list[Adapter]:
         raise ReloadError(exc.stage, exc.report()) from None
 
 
+def holds_yaml(directory: str) -> bool:
+    """Whether ``directory`` holds any YAML file (an absent optional ConfigMap mounts an empty one)."""
+    return os.path.isdir(directory) and bool(discover(directory))
+
+
 def split_wire(
     adapters: Iterable[Adapter], kueue: KueueInfo | None = None
 ) -> tuple[list[Adapter], list[tuple[Adapter, str]]]:
@@ -147,6 +166,9 @@ def split_wire(
             skipped.append((adapter, reason))
     return carried, skipped
 
+
+#: Why a pending policy is not active (see :func:`stranded_kinds`).
+PENDING = "which the manager cluster does not serve"
 
 Resolver = Callable[[GVK], Awaitable[ResourceInfo]]
 OnChange = Callable[[PolicySet], Awaitable[None]]
@@ -200,6 +222,7 @@ class PolicyStore:
                         pending_kinds.append((adapter.name, adapter.gvk))
                     else:
                         entries.append(Entry(adapter, info))
+                stranded = await self._stranded(entries, pending_kinds, gaps)
             except ReloadError as exc:
                 if exc.reason == "discovery":
                     self._seen = ""  # the manager may come back: try again at the next check
@@ -219,7 +242,9 @@ class PolicyStore:
                 and current.pending == tuple(pending)
             ):
                 return False  # only the pending kinds were looked up again, still absent
-            new = PolicySet(tuple(entries), digest, tuple(pending), tuple(pending_kinds), tuple(skipped))
+            new = PolicySet(
+                tuple(entries), digest, tuple(pending), tuple(pending_kinds), tuple(skipped), tuple(stranded)
+            )
             if self.on_change is not None:
                 await self.on_change(new)
             self.active = new
@@ -239,6 +264,25 @@ class PolicyStore:
 
     def _names(self) -> list[str]:
         return [e.name for e in self.active.entries] if self.active is not None else []
+
+    async def _stranded(
+        self, entries: list[Entry], pending: list[tuple[str, GVK]], gaps: list[tuple[Adapter, str]]
+    ) -> list[tuple[Stranded, ResourceInfo | None]]:
+        """:func:`stranded_kinds` for this set, each with its kind's resource on the manager (None: unknown)."""
+        if self.kueue is None:
+            return []
+        inactive = [(name, gvk, PENDING) for name, gvk in pending]
+        inactive += [(a.name, a.gvk, f"which the sidecar skips ({why})") for a, why in gaps]
+        out: list[tuple[Stranded, ResourceInfo | None]] = []
+        for lost in stranded_kinds(self.kueue, [(e.name, e.adapter.gvk) for e in entries], inactive):
+            info: ResourceInfo | None = self._resolved.get(lost.kind)
+            if info is None:
+                try:
+                    info = self._resolved[lost.kind] = await self.resolve(lost.kind)
+                except (ApiError, TimeoutError, OSError, aiohttp.ClientError):
+                    info = None  # refused all the same; the Event goes on the Workload
+            out.append((lost, info))
+        return out
 
     async def _info(self, adapter: Adapter) -> ResourceInfo | None:
         """The resource of the policy's kind; None when the manager does not serve it (404)."""

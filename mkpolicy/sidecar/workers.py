@@ -84,6 +84,7 @@ class WorkerLink:
         self._loaded_version = ""
         self.rewire: Rewire | None = None
         self._tasks: list[asyncio.Task[Any]] = []
+        metrics.worker_up.labels(self.name).set_function(self.up)
         source = worker.kubeconfig
         if source.file is not None:
             self.source = source.file
@@ -101,6 +102,15 @@ class WorkerLink:
             return f"warn worker {self.name}: unreachable {ago:.0f}s ago: {self.failure[0]}"
         return f"ok worker {self.name}"
 
+    def up(self) -> float:
+        """``mkpolicy_sidecar_worker_up``: 1 when the kubeconfig is accepted and the worker answered
+        since the last request that could not reach it, else 0."""
+        if self.problem is not None:
+            return 0.0
+        if self.failure is not None and self.upstream.answered_at <= self.failure[1]:
+            return 0.0
+        return 1.0
+
     def failed(self, message: str) -> None:
         """A request could not reach the worker."""
         self.failure = (message, time.monotonic())
@@ -111,7 +121,6 @@ class WorkerLink:
             self.digest = ""
         first = self.problem != problem
         self.problem = problem
-        self.metrics.worker_up.labels(self.name).set(0)
         if first:
             log.error("worker refused", extra=fields(cluster=self.name, source=self.source, error=problem))
 
@@ -142,7 +151,6 @@ class WorkerLink:
             return False
         self.problem = None
         self.failure = None
-        self.metrics.worker_up.labels(self.name).set(1)
         if not first:
             self.metrics.kubeconfig_reloads.labels(self.name, "ok").inc()
         log.info(

@@ -89,3 +89,14 @@ def test_list_rules_imports_no_checker() -> None:
     )
     prefixes = ("mkpolicy.engine", "mkpolicy.policy", "mkpolicy.cel", "mkpolicy.check.")
     assert modules_loaded(code, prefixes) == ["mkpolicy.check.rules"]
+
+
+def test_ci_instructions_pin_no_tag_that_does_not_exist() -> None:
+    """docs/ci.md pins a commit (or a branch) until releases are tagged: a tag must exist to be named."""
+    import subprocess
+
+    text = (ROOT / "docs" / "ci.md").read_text()
+    named = set(re.findall(r"(?:@|rev: )(v\d+\.\d+\.\d+)", text))
+    tags = subprocess.run(["git", "tag", "--list"], cwd=ROOT, capture_output=True, text=True, check=False).stdout
+    assert named <= set(tags.split()), f"docs/ci.md pins {sorted(named)}, which is not a tag of this repository"
+    assert "@<commit>" in text and "rev: <commit>" in text

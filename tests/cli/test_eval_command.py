@@ -150,3 +150,27 @@ def test_expression_from_stdin(monkeypatch: pytest.MonkeyPatch, capsys: pytest.C
     monkeypatch.setattr("sys.stdin", io.StringIO("[1, 2, 3].filter(x, x > 1)"))
     assert main(["eval", "-"]) == 0
     assert json.loads(capsys.readouterr().out) == [2, 3]
+
+
+def test_the_wire_variables_are_bound(capsys: pytest.CaptureFixture[str]) -> None:
+    """workloadName, origin, cluster, now (and null workload, params), as a create or sync binds them."""
+    expression = '{"c": cluster, "w": workloadName, "o": origin, "n": string(now), "nulls": [workload, params]}'
+    code = main(
+        ["eval", expression, "--cluster", "worker1", "--workload-name", "wl-1", "--now", "2026-11-26T10:00:00.7Z"]
+    )
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert json.loads(out) == {
+        "c": "worker1",
+        "w": "wl-1",
+        "o": "multikueue",
+        "n": "2026-11-26T10:00:00Z",
+        "nulls": [None, None],
+    }
+    assert main(["eval", "now > timestamp('2020-01-01T00:00:00Z') && origin == 'prod'", "--origin", "prod"]) == 0
+    assert capsys.readouterr().out == "true\n"
+    # a --var of the same name wins
+    assert main(["eval", "cluster", "--cluster", "a", "--var", 'cluster="b"']) == 0
+    assert capsys.readouterr().out == '"b"\n'
+    assert main(["eval", "now", "--now", "yesterday"]) == 2
+    assert "--now: expected an RFC 3339 time" in capsys.readouterr().err

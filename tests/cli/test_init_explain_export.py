@@ -145,6 +145,12 @@ def test_init_refuses_to_overwrite_and_bad_arguments(tmp_path: Path, capsys: pyt
     assert run(capsys, "init", "--framework", "Thing.v1.example.com")[0] == 0
     code, _, err = run(capsys, "init", "--framework", "Thing.v1.example.com")
     assert code == 2 and "would overwrite ./example-thing.yaml" in err
+    # what --help says is what it does
+    from mkpolicy.cli.main import build_parser
+
+    init_help = " ".join(build_parser()._subparsers._group_actions[0].choices["init"].format_help().split())  # type: ignore[union-attr]
+    assert "init writes nothing and exits 2 naming them; --force overwrites them" in init_help
+    assert "kept unless" not in init_help
     assert run(capsys, "init", "--framework", "Thing.v1.example.com", "--force")[0] == 0
     code, _, err = run(capsys, "init", "--framework", "thing")
     assert code == 2 and "expected Kind.version.group" in err
@@ -216,7 +222,7 @@ def test_export(
     assert out == snapshot
     documents = [d for d in yaml.safe_load_all(out) if d is not None]
     if what == "rbac":
-        assert [d["metadata"]["name"] for d in documents] == ["mkpolicy-manager", "mkpolicy-worker"]
+        assert [d["metadata"]["name"] for d in documents] == ["mkpolicy-manager", "mkpolicy-worker", "mkpolicy-sidecar"]
         manager_resources = {r for rule in documents[0]["rules"] for r in rule["resources"]}
         assert "pipelineruns/status" in manager_resources
         assert "policies" in manager_resources  # Kubernetes' plural of Policy

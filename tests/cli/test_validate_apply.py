@@ -45,6 +45,17 @@ def test_validate_reports_problems_and_exits_1(tmp_path: Path, capsys: pytest.Ca
     code, out, _ = run(capsys, "validate", str(bad))
     assert code == 1
     assert out == f"{bad}:9:75: error MKP202 creation patch #1 (JSONPatch): undeclared reference to 'objct'\n"
+    code, out, _ = run(capsys, "validate", "--output", "json", str(bad), "policies/argo-workflow.yaml")
+    report = json.loads(out)
+    assert code == 1 and report["exitCode"] == 1
+    assert report["policies"] == [
+        {"file": "policies/argo-workflow.yaml", "name": "argo-workflow", "framework": "Workflow.v1alpha1.argoproj.io"}
+    ]
+    [error] = report["errors"]
+    assert (error["file"], error["line"], error["column"], error["rule"]) == (str(bad), 9, 75, "MKP202")
+    assert report["inputErrors"] == []
+    code, out, _ = run(capsys, "validate", "-o", "json", "nope/")
+    assert code == 2 and json.loads(out)["inputErrors"][0]["file"] == "nope/"
 
 
 @pytest.mark.parametrize(
@@ -159,6 +170,19 @@ def test_apply_warns_of_what_the_api_server_would_refuse(capsys: pytest.CaptureF
         "warning: the worker's API server would refuse the worker copy (spec.schema): "
         'spec.mode: Unsupported value: "turbo": supported values: "fast", "slow"\n'
     )
+    # ObjectMeta is validated with or without a schema: a label value from params
+    (tmp_path / "policy.yaml").write_text(
+        "apiVersion: mkpolicy.io/v1alpha1\nkind: FrameworkPolicy\nmetadata: {name: thing}\nspec:\n"
+        "  framework: Thing.v1.example.com\n  params: {team: Aero Team}\n  creation:\n    patches:\n"
+        "      - type: JSONPatch\n        jsonPatch:\n"
+        '          expression: \'[JSONPatch{op: "add", path: "/metadata/labels/team", value: params.team}]\'\n'
+    )
+    code, out, err = run(capsys, *argv)
+    assert code == 0 and "team: Aero Team" in out
+    assert err.startswith(
+        "warning: the worker's API server would refuse the worker copy (ObjectMeta): "
+        'metadata.labels: Invalid value: "Aero Team": a valid label must be an empty string'
+    ), err
 
 
 def test_apply_says_when_the_sidecar_would_refuse_the_policy(

@@ -34,7 +34,7 @@ def lint(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
 def test_corpus_report(capsys: pytest.CaptureFixture[str], snapshot: SnapshotAssertion, fmt: str) -> None:
     code, out, err = lint(capsys, "--format", fmt, *CORPUS)
     assert code == 1
-    assert err == "38 errors, 18 warnings in 12 files (13 policies); 2 suppressed\n"
+    assert err == "40 errors, 22 warnings in 13 files (14 policies); 2 suppressed\n"
     assert out == snapshot
 
 

@@ -428,7 +428,8 @@ def test_a_schema_too_big_for_a_configmap(tmp_path: Path) -> None:
     lines = findings(tmp_path, "schema: big.json\n", messages=True)
     assert lines == [
         "7:11 MKP109 spec.schema 'big.json' is 1,627,985 bytes: with the policy, more than a ConfigMap holds "
-        "(1,048,576 bytes), so the policies ConfigMap cannot carry it; 'mkpolicy trim-schema big.json --framework "
+        "(1,048,576 bytes of data, kube-apiserver's limit even applied server-side), so the policies ConfigMap "
+        "cannot carry it; 'mkpolicy trim-schema big.json --framework "
         "Thing.v1.example.com -o FILE' writes the same schema without descriptions and other versions (validation, "
         "types and merges unchanged)"
     ]
@@ -447,3 +448,105 @@ def test_a_schema_too_big_for_a_configmap(tmp_path: Path) -> None:
         == 0
     )
     assert findings(tmp_path, "schema: big.json\n") == []
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (
+            creation(
+                'Object{metadata: Object.metadata{labels: {"acme.io/team": "Aero Team"}}}',
+                patch_type="ApplyConfiguration",
+            ),
+            [
+                "11:82 MKP510 creation patch #1 (ApplyConfiguration): the label value 'Aero Team' of 'acme.io/team' "
+                "is invalid: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' "
+                "or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or "
+                "'12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?') (the worker's "
+                "API server answers 422 Unprocessable Entity, on every retry)"
+            ],
+        ),
+        (
+            creation('[JSONPatch{op: "add", path: "/metadata/labels/a~1b~1c", value: "x"}]'),
+            ["11:52 MKP510"],
+        ),
+        (
+            creation('[JSONPatch{op: "add", path: "/metadata/annotations/Acme.IO~1Note", value: "Aero Team"}]'),
+            [],  # annotation keys are compared in lower case; values are free text
+        ),
+        (
+            creation('[JSONPatch{op: "add", path: "/metadata/labels/wl", value: workloadName}]'),
+            ["11:82 MKP511"],
+        ),
+        (
+            creation(
+                'Object{metadata: Object.metadata{labels: {"job": object.metadata.name + "-x"}}}',
+                patch_type="ApplyConfiguration",
+            ),
+            ["11:94 MKP511"],
+        ),
+        (
+            creation(
+                '[JSONPatch{op: "add", path: "/metadata/labels/wl", value: size(workloadName) > 63 ? '
+                "workloadName.substring(0, 63) : workloadName}]"
+            ),
+            [],
+        ),
+        (creation('[JSONPatch{op: "add", path: "/metadata/annotations/wl", value: workloadName}]'), []),
+    ],
+    ids=[
+        "value-space",
+        "key-two-slashes",
+        "annotation-free",
+        "workload-name",
+        "object-name",
+        "truncated",
+        "annotation",
+    ],
+)
+def test_labels_the_api_server_refuses(tmp_path: Path, body: str, expected: list[str]) -> None:
+    got = findings(tmp_path, body, messages=any(" " in e.split(" ", 2)[-1] for e in expected))
+    assert got == expected
+
+
+def test_a_dyn_write_into_a_typed_field_is_checked_by_the_value_type(tmp_path: Path) -> None:
+    """dyn() hides a value's type from the CEL checker, not from the API server."""
+    (tmp_path / "schema.yaml").write_text(
+        "type: object\nproperties:\n  spec: {type: object, properties: {managedBy: {type: string}}}\n"
+        "  status: {type: object, properties: {phase: {type: string}, count: {type: integer}}}\n"
+    )
+    wrong = sync('[JSONPatch{op: "add", path: "/status/phase", value: dyn(size(workerObject.status.phase))}]')
+    assert findings(tmp_path, "schema: schema.yaml\n" + wrong) == ["12:80 MKP506"]
+    nested = sync('[JSONPatch{op: "add", path: "/status", value: dyn({"phase": dyn(1), "count": dyn(2)})}]')
+    assert findings(tmp_path, "schema: schema.yaml\n" + nested) == ["12:88 MKP506"]
+    right = sync('[JSONPatch{op: "add", path: "/status/phase", value: dyn(workerObject.status.phase)}]')
+    assert findings(tmp_path, "schema: schema.yaml\n" + right) == []
+
+
+@pytest.mark.parametrize(
+    ("expression", "rule"),
+    [
+        ("lists.range(1000000).filter(i, i % 7 == 0).size() > 0 ? [] : []", "MKP213"),
+        ("lists.range(200000).map(i, [i, i]).size() > 0 ? [] : []", "MKP213"),
+        # the cheaper branch, a short-circuit, one iteration of exists: not always over
+        ("object.spec.?x.hasValue() ? [] : (lists.range(1000000).filter(i, i > 0).size() > 0 ? [] : [])", "MKP205"),
+        ("lists.range(900000).exists(i, i == 0) ? [] : []", "MKP205"),
+        ("lists.range(1000000).exists(i, i == 0) ? [] : []", "MKP213"),  # building the range costs 1,000,000
+        ("has(object.spec.x) && lists.range(1000000).filter(i, i > 0).size() > 0 ? [] : []", "MKP205"),
+        # large only on large objects
+        ("object.metadata.labels.all(k, k.size() < 64) ? [] : []", "MKP205"),
+        ("lists.range(1000).map(i, i).size() > 0 ? [] : []", None),
+    ],
+)
+def test_cost_over_the_limit_on_every_object_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], expression: str, rule: str | None
+) -> None:
+    found = [f.split()[1] for f in findings(tmp_path, creation(expression.replace("'", "''")))]
+    assert [r for r in found if r in ("MKP205", "MKP213")] == ([rule] if rule else [])
+    if rule != "MKP213":
+        return
+    # what lint says holds at run time, whatever the object
+    for obj in ('{"metadata": {}, "spec": {}}', '{"metadata": {"labels": {"a": "b"}}, "spec": {"x": 1}}'):
+        code = main(["eval", expression, "--var", f"object={obj}"])
+        _, err = capsys.readouterr()
+        assert code == 1 and "cost limit exceeded" in err, err

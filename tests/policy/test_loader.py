@@ -98,8 +98,8 @@ def test_managed_by_null_means_always_managed() -> None:
                 "p.yaml:9:15: error: spec.creation.patches[0].type: expected one of 'JSONPatch', "
                 "'ApplyConfiguration'; found 'Foo'",
                 "p.yaml:11:9: error: missing required field 'spec.creation.patches[1].jsonPatch.expression'",
-                "p.yaml:11:21: error: unknown field 'spec.creation.patches[1].jsonPatch.expresion'; "
-                "expected one of: expression",
+                "p.yaml:11:21: error: unknown field 'spec.creation.patches[1].jsonPatch.expresion' "
+                "(did you mean 'expression'?); expected one of: expression",
             ],
             id="patches",
         ),
@@ -280,3 +280,27 @@ def test_expression_positions_follow_yaml_styles() -> None:
     assert where(1, "object.spec.y") == (15, 9)
     assert where(2, "+ 1") == (17, 39)
     assert where(3, "spec.w") == (19, 26)
+
+
+@pytest.mark.parametrize(
+    ("field", "suggestion"),
+    [
+        ("frameworks", " (did you mean 'framework'?)"),
+        ("faliurePolicy", " (did you mean 'failurePolicy'?)"),
+        ("FailurePolicy", " (did you mean 'failurePolicy'?)"),
+        ("matchCondition", " (did you mean 'matchConditions'?)"),
+        ("variabels", " (did you mean 'variables'?)"),
+        ("bogus", ""),
+    ],
+)
+def test_a_misspelled_field_gets_the_closest_valid_one(tmp_path: Path, field: str, suggestion: str) -> None:
+    """The suggestion comes before the list of valid fields, so a cut line still shows it."""
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        f"apiVersion: mkpolicy.io/v1alpha1\nkind: FrameworkPolicy\nmetadata: {{name: p}}\n"
+        f"spec:\n  framework: A.v1.b.c\n  {field}: x\n"
+    )
+    with pytest.raises(PolicyError) as info:
+        load(str(path))
+    [problem] = [p for p in info.value.problems if "unknown field" in p.message]
+    assert problem.message.startswith(f"unknown field 'spec.{field}'{suggestion}; expected one of: creation, ")

@@ -79,8 +79,39 @@ def test_demo_other_worker_label_mode_and_an_older_kueue() -> None:
 
 
 def test_demo_missing_input_is_a_usage_error(tmp_path: Path) -> None:
-    proc = mkpolicy_cmd("demo", "--policy", str(tmp_path / "none.yaml"))
+    proc = mkpolicy_cmd("demo", "--policy", str(tmp_path / "none.yaml"), "--object", str(tmp_path / "o.yaml"))
     assert proc.returncode == 2 and "none.yaml not found" in proc.stderr
+    proc = mkpolicy_cmd("demo", "--policy", str(TEKTON))
+    assert proc.returncode == 2 and "--policy needs --object FILE" in proc.stderr
+
+
+TRAINING_CRD = Path(__file__).parents[1] / "check" / "data" / "ml.example.com_trainingruns.yaml"
+
+
+def test_demo_runs_the_users_own_kind(tmp_path: Path) -> None:
+    """A new user's kind end to end: init scaffolds the policy and example objects from the CRD,
+    the demo installs the CRD and runs Kueue's model through the sidecar with them."""
+    init = mkpolicy_cmd("init", "--framework", "TrainingRun.v1.ml.example.com", "--crd", str(TRAINING_CRD),
+                        "--dir", str(tmp_path))  # fmt: skip
+    assert init.returncode == 0, init.stderr
+    files = {
+        "--policy": tmp_path / "ml-trainingrun.yaml",
+        "--object": tmp_path / "examples" / "ml-trainingrun.yaml",
+        "--worker-object": tmp_path / "examples" / "ml-trainingrun-worker.yaml",
+    }
+    argv = [x for flag, path in files.items() for x in (flag, str(path))]
+    proc = mkpolicy_cmd("demo", "--crd", str(TRAINING_CRD), *argv, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "mkpolicy sidecar: policy ml-trainingrun for TrainingRun.v1.ml.example.com" in out
+    assert "ok: the copy on worker1 is exactly the policy's create output" in out
+    assert "the TrainingRun has written its status; Kueue copies the status back" in out
+    assert "ok: the manager's status is exactly the policy's sync output" in out
+    assert "ok: worker1 holds no TrainingRun and no Workload" in out
+    assert "POST   /apis/ml.example.com/v1/namespaces/default/trainingruns  [application/json] -> 201" in out
+    # without the CRD the kind cannot be served: said, not a crash
+    proc = mkpolicy_cmd("demo", *argv)
+    assert proc.returncode == 2 and "give its CRD with --crd FILE" in proc.stderr, proc.stderr
 
 
 def test_help_stays_light() -> None:
@@ -138,6 +169,12 @@ def test_check_mode(tmp_path: Path) -> None:
             "managedBy at /metadata/labels" in proc.stdout
         )
         assert "policy argo-workflow: ok" not in proc.stdout
+        # the wire contract in force: Kueue's Workloads, the policy kind, every built-in integration
+        # (Kueue's configuration not read), and nothing of the skipped policy
+        contract = proc.stdout[proc.stdout.index("wire contract (") :]
+        assert "Workloads: watch" in contract and "policy tekton-pipelinerun: create" in contract
+        assert "integration batch/job: patch" in contract and "argoproj.io" not in contract
+        assert "policy tekton-pipelinerun: patch" not in contract
         proc = mkpolicy_cmd("sidecar", "--check", "--policies", str(policies), "--config", str(bad_config))
         assert proc.returncode == 2
         assert "insecure-skip-tls-verify is not allowed" in proc.stderr and "tokenFile is not allowed" in proc.stderr

@@ -109,11 +109,12 @@ def test_no_workers_and_unreadable_files(tmp_path: Path) -> None:
     [
         (
             MINIMAL + "listen: {basPort: 7443}\n",
-            "unknown field 'listen.basPort'; expected one of: address, basePort, hosts (docs/sidecar-config.md)",
+            "unknown field 'listen.basPort' (did you mean 'basePort'?); expected one of: address, basePort, hosts "
+            "(docs/sidecar-config.md)",
         ),
         (
             MINIMAL.replace("{file: /etc/w1.kubeconfig}", "{file: /etc/w1.kubeconfig, secrt: x}"),
-            "unknown field 'workers[0].kubeconfig.secrt'; expected one of: file, secret",
+            "unknown field 'workers[0].kubeconfig.secrt' (did you mean 'secret'?); expected one of: file, secret",
         ),
         (MINIMAL + "reloads: {}\n", "expected one of: apiVersion, kind, origin, listen, ops, manager, kueue, workers"),
     ],

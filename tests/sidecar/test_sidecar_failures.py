@@ -111,6 +111,9 @@ def test_failing_sync_is_an_event_and_removal_still_works(tmp_path: Path) -> Non
                 await model.wait_for(lambda: events(env, "SyncFailed"), what="a SyncFailed event")
                 [event] = events(env, "SyncFailed")
                 assert event["involvedObject"]["name"] == "build" and "sync patch #1" in event["message"]
+                assert event["message"].count("mkpolicy:") == 1, event[
+                    "message"
+                ]  # said once, not "mkpolicy: mkpolicy:"
                 assert "status" not in env.manager.get(*PR, "build", env.ns)  # nothing written
                 assert metric(sidecar, "mkpolicy_sidecar_transforms_total", cluster="worker1",
                               policy="failing-sync", phase="sync", result="error") >= 1  # fmt: skip
@@ -139,6 +142,7 @@ def test_refused_creation_is_an_event_and_creates_nothing(tmp_path: Path) -> Non
                 await model.wait_for(lambda: events(env, "NotManaged"), what="a NotManaged event")
                 [event] = events(env, "NotManaged")
                 assert event["involvedObject"]["name"] == "held" and "not_held" in event["message"]
+                assert event["message"].startswith("mkpolicy: policy hold does not manage"), event["message"]
                 assert mk.workers["worker1"].list(*PR, namespace=env.ns) == []
                 assert metric(sidecar, "mkpolicy_sidecar_refusals_total", cluster="worker1", policy="hold",
                               reason="NotManaged") >= 1  # fmt: skip

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mkpolicy.policy import GVK
+from mkpolicy.policy.gvk import parse_gvk
 from mkpolicy.sidecar.config import config_from_dict
 from mkpolicy.sidecar.kueueconfig import (
     KueueInfo,
@@ -13,6 +14,7 @@ from mkpolicy.sidecar.kueueconfig import (
     policy_findings,
     port_findings,
     sidecar_ports,
+    stranded_kinds,
     version_of_image,
 )
 
@@ -148,3 +150,52 @@ def test_port_collisions() -> None:
         "ops port 8082 is Kueue's visibility API port in the same pod: one of them cannot listen",
     ]
     assert port_findings(KueueInfo(), sidecar_ports(config_from_dict({"workers": [config.workers[0]]}))) == []
+
+
+@pytest.mark.parametrize(
+    ("external", "active", "inactive", "stranded"),
+    [
+        # a typo in the group: the policy is pending, the kind Kueue dispatches is stranded
+        ("Sim.v1.acme.io", [], [("sim", "Sim.v1.acme.com", "pending")], [("Sim.v1.acme.io", "sim")]),
+        # the same typo, the typo'd kind served: the active policy is never used
+        ("Sim.v1.acme.io", [("sim", "Sim.v1.acme.com")], [], [("Sim.v1.acme.io", "sim")]),
+        # a skipped policy of the same kind
+        (
+            "Workflow.v1alpha1.argoproj.io",
+            [],
+            [("argo", "Workflow.v1alpha1.argoproj.io", "skipped")],
+            [("Workflow.v1alpha1.argoproj.io", "argo")],
+        ),
+        # covered (another version is a version mismatch, refused elsewhere): not stranded
+        ("Sim.v1.acme.io", [("sim", "Sim.v1beta1.acme.io")], [], []),
+        # nothing close: the kind travels as Kueue makes it (info, as documented)
+        ("Sim.v1.acme.io", [], [("other", "PipelineRun.v1.tekton.dev", "pending")], []),
+    ],
+)
+def test_stranded_kinds(
+    external: str,
+    active: list[tuple[str, str]],
+    inactive: list[tuple[str, str, str]],
+    stranded: list[tuple[str, str]],
+) -> None:
+    info = KueueInfo(external_frameworks=(parse_gvk(external),))
+    found = stranded_kinds(
+        info, [(n, parse_gvk(g)) for n, g in active], [(n, parse_gvk(g), why) for n, g, why in inactive]
+    )
+    assert [(str(s.kind), s.policy) for s in found] == stranded
+    findings = policy_findings(info, [(n, parse_gvk(g)) for n, g in active], found)
+    errors = [f.message for f in findings if f.level == "error"]
+    assert len(errors) == len(stranded)
+    if stranded:
+        assert errors[0].startswith(f"Kueue dispatches {external} (multiKueue.externalFrameworks) but no policy")
+        assert not any("has no policy" in f.message for f in findings)  # not also said as info
+
+
+def test_a_pending_policy_with_kueues_entries_unread_is_a_warning() -> None:
+    """Without Kueue's externalFrameworks a typo cannot be told from a missing CRD: said, not silent."""
+    pending = [("sim", parse_gvk("Sim.v1.acme.com"))]
+    [finding] = policy_findings(KueueInfo(), [], (), pending)
+    assert finding.level == "warning"
+    assert finding.message.startswith("policy sim (Sim.v1.acme.com) is pending and Kueue's multiKueue.externalFrameworks")
+    known = KueueInfo(external_frameworks=(parse_gvk("Sim.v1.acme.io"),))
+    assert not any("could not be read" in f.message for f in policy_findings(known, [], (), pending))

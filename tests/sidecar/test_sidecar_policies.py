@@ -227,3 +227,25 @@ def test_retries_redo_the_discovery_not_the_compilation(tmp_path: Path, monkeypa
         assert len(compiled) == 3 and store.active.lookup("argoproj.io", "workflows") is not None
 
     asyncio.run(scenario())
+
+
+def test_a_reload_refuses_an_expression_over_the_cost_limit_on_every_object(tmp_path: Path) -> None:
+    """MKP213 is an error: the last good set stays; a worst case over the limit (MKP205) is not."""
+    shutil.copy(DATA / "tekton-policy.yaml", tmp_path / "tekton.yaml")
+    patch = "  creation:\n    patches:\n      - type: JSONPatch\n        jsonPatch: {expression: 'EXPR'}\n"
+    always = "lists.range(1000000).filter(i, i % 7 == 0).size() > 0 ? [] : []"
+    large = "object.metadata.labels.all(k, k.size() < 64) ? [] : []"
+
+    async def scenario() -> None:
+        store = PolicyStore(str(tmp_path), resolve, Metrics())
+        assert await store.reload(force=True)
+        good = store.active
+        (tmp_path / "argo.yaml").write_text(ARGO + patch.replace("EXPR", always))
+        with pytest.raises(ReloadError) as info:
+            await store.reload()
+        assert info.value.reason == "compile" and "MKP213" in info.value.message
+        assert store.active is good
+        (tmp_path / "argo.yaml").write_text(ARGO + patch.replace("EXPR", large))
+        assert await store.reload()
+
+    asyncio.run(scenario())

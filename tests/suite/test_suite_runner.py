@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import textwrap
 import xml.etree.ElementTree as ET
@@ -436,6 +437,9 @@ properties:
       phase: {type: string}
 """
 
+#: A number for /status/phase that no static type reveals (an element of a list of dyn): the API
+#: server refuses it, lint cannot know (a dyn() around a typed value would be MKP506).
+UNTYPED_PHASE = '[dyn(size(workerObject.status.phase)), dyn("")][0]'
 SCHEMA_POLICY = """\
 apiVersion: mkpolicy.io/v1alpha1
 kind: FrameworkPolicy
@@ -453,14 +457,14 @@ spec:
     patches:
       - type: JSONPatch
         jsonPatch:
-          expression: '[JSONPatch{op: "replace", path: "/status/phase", value: dyn(size(workerObject.status.phase))}]'
-"""
+          expression: '[JSONPatch{op: "replace", path: "/status/phase", value: PHASE}]'
+""".replace("PHASE", UNTYPED_PHASE)
 
 
 def test_a_policy_the_sidecar_would_refuse_fails_its_suite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # The same checker as lint, validate and the sidecar: lint's lines, not passing tests.
     (tmp_path / "thing.schema.yaml").write_text(THING_SCHEMA)
-    (tmp_path / "thing.yaml").write_text(SCHEMA_POLICY.replace("dyn(size(workerObject.status.phase))", "7"))
+    (tmp_path / "thing.yaml").write_text(SCHEMA_POLICY.replace(UNTYPED_PHASE, "7"))
     (tmp_path / "thing.test.yaml").write_text(
         "apiVersion: mkpolicy.io/v1alpha1\nkind: FrameworkPolicyTest\nmetadata:\n  name: thing\nspec:\n"
         "  policy: thing.yaml\n  context:\n    workloadName: wl-1\n  cases:\n"
@@ -511,3 +515,59 @@ def test_results_the_api_server_would_refuse_fail(tmp_path: Path, capsys: pytest
         "the manager's API server would refuse the status write (spec.schema): "
         'status.phase: Invalid value: "integer": status.phase in body must be of type string: "integer"' in out
     )
+
+
+def test_worker_copies_with_labels_the_api_server_refuses_fail(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No spec.schema needed: the worker's API server validates ObjectMeta on every create."""
+    (tmp_path / "thing.yaml").write_text(
+        "apiVersion: mkpolicy.io/v1alpha1\nkind: FrameworkPolicy\nmetadata:\n  name: thing\nspec:\n"
+        "  framework: Thing.v1.example.com\n  creation:\n    patches:\n"
+        "      - type: ApplyConfiguration\n        applyConfiguration:\n          expression: >-\n"
+        '            Object{metadata: Object.metadata{labels: {"acme.io/workload": workloadName, '
+        '"acme.io/team": params.team}}}\n'
+        "  params: {team: Aero Team}\n"
+    )
+    manager = (
+        "{apiVersion: example.com/v1, kind: Thing, metadata: {name: t, namespace: ns}, "
+        "spec: {managedBy: kueue.x-k8s.io/multikueue}}"
+    )
+    long_name = "thing-t-" + "0123456789" * 6
+    (tmp_path / "thing.test.yaml").write_text(
+        "apiVersion: mkpolicy.io/v1alpha1\nkind: FrameworkPolicyTest\nmetadata:\n  name: thing\nspec:\n"
+        f"  policy: thing.yaml\n  context:\n    workloadName: {long_name}\n  cases:\n"
+        f"    - {{name: labels, phase: create, managerObject: {manager}}}\n"
+    )
+    code, out, _ = run(capsys, ".")
+    assert code == 1, out
+    assert "FAIL" in out and "PASS" not in out, out
+    assert (
+        "the worker's API server would refuse the worker copy (ObjectMeta): "
+        f'metadata.labels: Invalid value: "{long_name}": must be no more than 63 bytes; '
+        'metadata.labels: Invalid value: "Aero Team": a valid label must be an empty string' in out
+    ), out
+
+
+def test_json_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "thing.schema.yaml").write_text(THING_SCHEMA)
+    (tmp_path / "thing.yaml").write_text(SCHEMA_POLICY)
+    manager = (
+        "{apiVersion: example.com/v1, kind: Thing, metadata: {name: t}, "
+        "spec: {managedBy: kueue.x-k8s.io/multikueue, size: 3}}"
+    )
+    (tmp_path / "thing.test.yaml").write_text(
+        "apiVersion: mkpolicy.io/v1alpha1\nkind: FrameworkPolicyTest\nmetadata:\n  name: thing\nspec:\n"
+        "  policy: thing.yaml\n  context:\n    workloadName: wl-1\n  cases:\n"
+        f"    - {{name: managed, phase: create, managerObject: {manager}, expect: {{notManaged: true}}}}\n"
+    )
+    code = main(["test", "--output", "json", "."])
+    out, _ = capsys.readouterr()
+    report = json.loads(out)
+    assert code == 1 and report["exitCode"] == 1
+    [suite] = report["suites"]
+    assert (suite["file"], suite["name"], suite["policy"]) == ("thing.test.yaml", "thing", "thing.yaml")
+    [case] = suite["cases"]
+    assert case["name"] == "managed" and case["status"] == "failed" and case["location"].startswith("thing.test.yaml:")
+    assert case["message"]
+    assert report["summary"]["failed"] == 1 and report["summary"]["passed"] == 0

@@ -20,60 +20,19 @@ from mkpolicy.cel.errors import no_overload
 from mkpolicy.cel.library import function
 from mkpolicy.cel.library.urls import parse_url
 from mkpolicy.cel.values import OPTIONAL_NONE, OpaqueValue, OptionalValue, register_type
+from mkpolicy.structural.objectmeta import is_dns1123_label as dns1123_label
+from mkpolicy.structural.objectmeta import is_dns1123_subdomain as dns1123_subdomain
+from mkpolicy.structural.objectmeta import is_label_key as qualified_name
+from mkpolicy.structural.objectmeta import is_label_value as label_value
+from mkpolicy.structural.objectmeta import mask_trailing_dash as _mask_trailing_dash
+from mkpolicy.structural.objectmeta import max_len_error as _max_len
+from mkpolicy.structural.objectmeta import regex_error as _regex_error
 
 FORMAT_TYPE = register_type("kubernetes.NamedFormat")
 
-_DNS1123_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_SUBDOMAIN = _DNS1123_LABEL + r"(\." + _DNS1123_LABEL + ")*"
 _DNS1035_LABEL = "[a-z]([-a-z0-9]*[a-z0-9])?"
-_QUALIFIED_NAME = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
-_LABEL_VALUE = "(" + _QUALIFIED_NAME + ")?"
 _UUID = re.compile(r"(?i)[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}")
 _DATETIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?([Zz]|[+-]\d{2}:?\d{2})?")
-
-
-def _regex_error(message: str, pattern: str, *examples: str) -> str:
-    if not examples:
-        return f"{message} (regex used for validation is '{pattern}')"
-    shown = " or ".join(f"'{e}', " for e in examples)
-    return f"{message} (e.g. {shown}regex used for validation is '{pattern}')"
-
-
-def _max_len(limit: int) -> str:
-    return f"must be no more than {limit} characters"
-
-
-def dns1123_label(value: str) -> list[str]:
-    errs = []
-    if len(value) > 63:
-        errs.append(_max_len(63))
-    if not re.fullmatch(_DNS1123_LABEL, value):
-        errs.append(
-            _regex_error(
-                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
-                "and must start and end with an alphanumeric character",
-                _DNS1123_LABEL,
-                "my-name",
-                "123-abc",
-            )
-        )
-    return errs
-
-
-def dns1123_subdomain(value: str) -> list[str]:
-    errs = []
-    if len(value) > 253:
-        errs.append(_max_len(253))
-    if not re.fullmatch(_DNS1123_SUBDOMAIN, value):
-        errs.append(
-            _regex_error(
-                "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-                "and must start and end with an alphanumeric character",
-                _DNS1123_SUBDOMAIN,
-                "example.com",
-            )
-        )
-    return errs
 
 
 def dns1035_label(value: str) -> list[str]:
@@ -93,55 +52,6 @@ def dns1035_label(value: str) -> list[str]:
     return errs
 
 
-_QUALIFIED_MESSAGE = (
-    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
-)
-
-
-def qualified_name(value: str) -> list[str]:
-    errs: list[str] = []
-    parts = value.split("/")
-    if len(parts) == 1:
-        name = parts[0]
-    elif len(parts) == 2:
-        prefix, name = parts
-        if not prefix:
-            errs.append("prefix part must be non-empty")
-        else:
-            errs += ["prefix part " + m for m in dns1123_subdomain(prefix)]
-    else:
-        return [
-            "a qualified name "
-            + _regex_error(_QUALIFIED_MESSAGE, _QUALIFIED_NAME, "MyName", "my.name", "123-abc")
-            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
-        ]
-    if not name:
-        errs.append("name part must be non-empty")
-    elif len(name) > 63:
-        errs.append("name part " + _max_len(63))
-    if not re.fullmatch(_QUALIFIED_NAME, name):
-        errs.append("name part " + _regex_error(_QUALIFIED_MESSAGE, _QUALIFIED_NAME, "MyName", "my.name", "123-abc"))
-    return errs
-
-
-def label_value(value: str) -> list[str]:
-    errs = []
-    if len(value) > 63:
-        errs.append(_max_len(63))
-    if not re.fullmatch(_LABEL_VALUE, value):
-        errs.append(
-            _regex_error(
-                "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
-                "and must start and end with an alphanumeric character",
-                _LABEL_VALUE,
-                "MyValue",
-                "my_value",
-                "12345",
-            )
-        )
-    return errs
-
-
 def port_name(value: str) -> list[str]:
     """``validation.IsValidPortName`` (k8s.io/apimachinery/pkg/util/validation/validation.go)."""
     errs = []
@@ -156,12 +66,6 @@ def port_name(value: str) -> list[str]:
     if value and (value[0] == "-" or value[-1] == "-"):
         errs.append("must not begin or end with a hyphen")
     return errs
-
-
-def _mask_trailing_dash(value: str) -> str:
-    if len(value) > 1 and value.endswith("-"):
-        return value[:-2] + "a"
-    return value
 
 
 def _uri(value: str) -> list[str]:

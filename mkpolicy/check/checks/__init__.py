@@ -5,7 +5,9 @@ from __future__ import annotations
 from mkpolicy.check.checks.cel import check_compile
 from mkpolicy.check.checks.context import PolicyContext
 from mkpolicy.check.checks.managed_by import check_managed_by_schema, check_stock_kueue
+from mkpolicy.check.checks.metadata import check_metadata
 from mkpolicy.check.checks.patches import check_patches
+from mkpolicy.check.checks.podtemplate import check_pod_templates
 from mkpolicy.check.checks.schema import SchemaCache, check_schema
 from mkpolicy.check.checks.types import check_cost, check_has_required, check_types
 from mkpolicy.check.checks.usage import check_constant_match_conditions, check_phase_variables, check_variables
@@ -31,6 +33,8 @@ def check_policy(policy: FrameworkPolicy, cache: SchemaCache | None = None) -> t
     check_phase_variables(ctx)
     check_patches(ctx)
     check_writes(ctx)
+    check_metadata(ctx)
+    check_pod_templates(ctx)
     return ctx.findings, ctx.adapter
 
 

@@ -14,6 +14,12 @@ _WIRE = (
     "(a controller mode is planned)"
 )
 _SIDECAR = "only mkpolicy honours this (its sidecar, or the Python API)"
+#: The one description of ``sync.mode: none`` on the wire (docs/policy-format.md and docs/lint-rules.md say the same).
+SYNC_MODE_NONE = (
+    "through the sidecar, stock Kueue still writes a status after each read of the worker's copy, and the sidecar "
+    "hands it the manager's own current status: the write changes nothing, unless the manager's controller changed "
+    "the status in between (Kueue's merge patch carries no resourceVersion), which puts the older status back"
+)
 
 
 def check_managed_by_schema(ctx: PolicyContext) -> None:
@@ -105,8 +111,7 @@ def check_stock_kueue(ctx: PolicyContext) -> None:
     if spec.sync.mode == "none":
         ctx.report(
             "MKP404",
-            "sync.mode: none: stock Kueue's generic adapter always copies the worker's status to the "
-            f"manager; {_SIDECAR}",
+            "sync.mode: none: stock Kueue's generic adapter always copies a status; " + SYNC_MODE_NONE,
             ctx.at(("spec", "sync", "mode")),
         )
     if spec.sync.subresource == "none":

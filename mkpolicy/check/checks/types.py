@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mkpolicy.cel import PER_CALL_LIMIT, CelTypeError, typecheck
 from mkpolicy.cel.ast import Select
-from mkpolicy.cel.cost import UNBOUNDED, Estimator
+from mkpolicy.cel.cost import UNBOUNDED, Estimator, LeastEstimator
 from mkpolicy.check.celpaths import accesses
 from mkpolicy.check.checks.context import SCHEMA_VARIABLES, Compiled, PolicyContext
 from mkpolicy.engine.expressions import compile_type_errors
@@ -45,12 +45,23 @@ def _order(error: CelTypeError) -> tuple[int, str]:
 
 def check_cost(ctx: PolicyContext) -> None:
     """MKP205: a worst-case static cost above Kubernetes' per-call limit, or one the
-    estimator cannot bound at all (it saturates: the most expensive expressions)."""
+    estimator cannot bound at all (it saturates: the most expensive expressions);
+    MKP213 instead when even the least cost, on the smallest input, is over it."""
     for compiled in ctx.compiled:
         site = compiled.site
         # estimate_cost() would type-check again: the estimator reads the shared check.
         cost = Estimator(ctx.types(compiled)).cost(compiled.ast)
         if cost <= PER_CALL_LIMIT:
+            continue
+        least = LeastEstimator(ctx.types(compiled)).cost(compiled.ast)
+        if least > PER_CALL_LIMIT:
+            ctx.report(
+                "MKP213",
+                f"{site.where}: costs at least {least:,} on any object, over the per-call limit "
+                f"{PER_CALL_LIMIT:,}: every evaluation fails with a cost error (iterate over less: a smaller "
+                "range or list literal, or the object's own fields)",
+                site.locate(0),
+            )
             continue
         bound = "the schema's maxItems/maxProperties/maxLength" if ctx.schema else "a schema with size limits"
         worst = (

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from mkpolicy.cel import types as t
-from mkpolicy.cel.ast import ListLit, Literal, MapLit, Node, StructLit
+from mkpolicy.cel.ast import Call, ListLit, Literal, MapLit, Node, StructLit
 from mkpolicy.check.celpaths import PatchOp, json_patch_ops, pointer
 from mkpolicy.check.checks.context import Compiled, PolicyContext
 from mkpolicy.check.checks.managed_by import fields_hint
@@ -154,7 +154,9 @@ class _Walker:
     # -- values ----------------------------------------------------------------------------
     def _value(self, node: Node, schema: Schema, tokens: tuple[str, ...]) -> None:
         """Check a written value against the schema at ``tokens``: map and list literals
-        field by field, anything else by its static type."""
+        field by field, anything else by its static type (through ``dyn()``, which hides the
+        type from the CEL checker but not from the API server)."""
+        node = _undyn(node)
         if not schema.known:
             return
         if isinstance(node, MapLit) and schema.type == "object" and not schema.int_or_string:
@@ -231,6 +233,7 @@ class _Walker:
             self._field(value, child, path, status_only)
 
     def _field(self, value: Node, schema: Schema, tokens: tuple[str, ...], status_only: bool) -> None:
+        value = _undyn(value)
         shown = pointer(tokens)
         kind = _JSON_KIND.get(self.type_of(value).kind)
         is_list = isinstance(value, ListLit) or kind == "array"
@@ -300,6 +303,13 @@ def _entries(node: StructLit | MapLit) -> Iterator[tuple[str, int, Node]]:
 
 def _article(noun: str) -> str:
     return f"an {noun}" if noun[:1] in "aeiou" else f"a {noun}"
+
+
+def _undyn(node: Node) -> Node:
+    """The value inside ``dyn(...)`` (the checker's type of it is still known)."""
+    while isinstance(node, Call) and node.function == "dyn" and node.target is None and len(node.args) == 1:
+        node = node.args[0]
+    return node
 
 
 def _label_or_annotation(tokens: tuple[str, ...]) -> bool:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
+from typing import Any
 
 from mkpolicy.lint.suite.runner import CaseResult, SuiteResult, TestRun
 
@@ -127,3 +129,41 @@ def junit_xml(run: TestRun) -> str:
             ET.SubElement(case, "failure", message=f"{file} has no test suite")
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def json_report(run: TestRun, updated: int = 0, exit_code: int | None = None) -> str:
+    """The run as one JSON document: suites with their cases, input errors, counts."""
+
+    def case(c: CaseResult) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": c.name, "status": c.status, "location": c.location.position()}
+        if c.status != "passed":
+            out["message"] = c.message
+            if c.diff:
+                out["diff"] = c.diff
+        if c.updated:
+            out["snapshotUpdated"] = True
+        return out
+
+    def suite(s: SuiteResult) -> dict[str, Any]:
+        out: dict[str, Any] = {"file": s.file, "name": s.name, "policy": s.policy_file}
+        if s.error is not None:
+            out["error"] = [str(p) for p in getattr(s.error, "problems", [s.error])]
+        out["cases"] = [case(c) for c in s.cases]
+        return out
+
+    document: dict[str, Any] = {
+        "suites": [suite(s) for s in run.suites],
+        "inputErrors": [e.report() for e in run.input_errors],
+        "uncovered": list(run.uncovered),
+        "summary": {
+            "passed": run.count("passed"),
+            "failed": run.count("failed"),
+            "errors": run.count("error"),
+            "suites": len(run.suites),
+            "snapshotsUpdated": updated,
+            "seconds": round(run.duration, 3),
+        },
+    }
+    if exit_code is not None:
+        document["exitCode"] = exit_code
+    return json.dumps(document, indent=2) + "\n"

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mkpolicy.check import CheckError, FindingError, check_loaded
-from mkpolicy.engine import Adapter, Context, refused_fields
-from mkpolicy.engine.admission import REFUSER
+from mkpolicy.engine import Adapter, Context
+from mkpolicy.engine.admission import refusals
 from mkpolicy.errors import InputError, Location, MkpolicyError, NotManagedError, PolicyError
 from mkpolicy.jsonvalues import json_equal
 from mkpolicy.lint.suite.diff import object_diff
@@ -317,14 +317,11 @@ def _judge(result: CaseResult, case: Case, outcome: Outcome, expected: Any) -> N
 
 
 def _check_schema(result: CaseResult, adapter: Adapter, case: Case, manager: dict[str, Any], value: Any) -> None:
-    """Fail the case when the API server would refuse what the policy produced (spec.schema)."""
-    refused = refused_fields(adapter, manager, case.phase, value)
-    if not refused:
-        return
-    problem = f"{REFUSER[case.phase]} (spec.schema): " + "; ".join(str(e) for e in refused)
-    result.other_problems.append(problem)
-    result.status = "failed"
-    result.message = "\n".join(m for m in (result.message, problem) if m)
+    """Fail the case when the API server would refuse what the policy produced (ObjectMeta, spec.schema)."""
+    for problem in refusals(adapter, manager, case.phase, value):
+        result.other_problems.append(problem)
+        result.status = "failed"
+        result.message = "\n".join(m for m in (result.message, problem) if m)
 
 
 def _ignored_problems(allowed: list[str] | None, ignored: list[MkpolicyError]) -> list[str]:

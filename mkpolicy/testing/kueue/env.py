@@ -94,12 +94,13 @@ def loopback_multikueue(
     workers directly."""
     servers: list[ApiServer] = []
     try:
-        manager = ApiServer("manager", bundled=CRDS, namespaces=["default", "kueue-system", namespace],
-                            **server_options).start()  # fmt: skip
+        namespaces = list(dict.fromkeys(["default", "kueue-system", namespace]))  # (the job's may be one of them)
+        manager = ApiServer("manager", bundled=CRDS, namespaces=namespaces, **server_options).start()
         servers.append(manager)
         by_name: dict[str, ApiServer] = {}
         for name in workers:
-            by_name[name] = ApiServer(name, bundled=CRDS, namespaces=["default", namespace], **server_options).start()
+            namespaces = list(dict.fromkeys(["default", namespace]))
+            by_name[name] = ApiServer(name, bundled=CRDS, namespaces=namespaces, **server_options).start()
             servers.append(by_name[name])
         env = MultiKueueEnv(manager, by_name, namespace)
         if configure:
