@@ -26,12 +26,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-pytest.importorskip("mkpolicy.testing.peers.fixtures", reason="the real-peer harness (mkpolicy.testing.peers)")
-
-from mkpolicy.testing.peers.controlplane import KubeCluster
-
 from mkpolicy.cli.main import main
 from mkpolicy.testing.kubectl import Kubectl
+from mkpolicy.testing.peers.controlplane import KubeCluster
 
 pytestmark = [
     pytest.mark.real_peers,
