@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from mkpolicy.check.checks.cel import check_compile
 from mkpolicy.check.checks.context import PolicyContext
+from mkpolicy.check.checks.integration import check_integration
 from mkpolicy.check.checks.managed_by import check_managed_by_schema, check_stock_kueue
 from mkpolicy.check.checks.patches import check_patches
 from mkpolicy.check.checks.schema import SchemaCache, check_schema
@@ -31,6 +32,7 @@ def check_policy(policy: FrameworkPolicy, cache: SchemaCache | None = None) -> t
     check_phase_variables(ctx)
     check_patches(ctx)
     check_writes(ctx)
+    check_integration(ctx)
     return ctx.findings, ctx.adapter
 
 
