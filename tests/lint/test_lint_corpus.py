@@ -132,8 +132,8 @@ POSITIONS = [
     ("MKP508", "writes.yaml", (28, 21), '["--fast"]'),
     ("MKP509", "writes.yaml", (29, 35), "ports{port: 8080}"),
     ("MKP601", "integration.yaml", (23, 5), "inject:"),
-    ("MKP602", "integration.yaml", (20, 14), "JSONPatch{op: \"add\", path: \"/spec/startedBy\""),
-    ("MKP603", "integration.yaml", (21, 14), "JSONPatch{op: \"remove\""),
+    ("MKP602", "integration.yaml", (20, 14), 'JSONPatch{op: "add", path: "/spec/startedBy"'),
+    ("MKP603", "integration.yaml", (21, 14), 'JSONPatch{op: "remove"'),
     ("MKP604", "integration.yaml", (22, 16), '{"name": "main", "replicas"'),
 ]
 

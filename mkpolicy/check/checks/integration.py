@@ -107,8 +107,10 @@ def _pod_sets_literal(ctx: PolicyContext, compiled: Compiled) -> None:
                 "MKP604", f"{where}: a podSet needs a template (a PodTemplateSpec)", compiled.site.locate(element.pos)
             )
         count = keys.get("count")
-        if count is not None and isinstance(count.value, Literal) and not (
-            type(count.value.value) is int and count.value.value >= 0
+        if (
+            count is not None
+            and isinstance(count.value, Literal)
+            and not (type(count.value.value) is int and count.value.value >= 0)
         ):
             ctx.report(
                 "MKP604",
