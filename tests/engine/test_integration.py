@@ -151,7 +151,7 @@ def integration(
     return compiled
 
 
-THING = {
+THING: dict[str, Any] = {
     "apiVersion": "example.com/v1",
     "kind": "Thing",
     "metadata": {"name": "t"},
