@@ -35,6 +35,10 @@ class PodSetError(ValueError):
     """podSets that the Workload API refuses; the message says which podSet and why."""
 
 
+class FlavorNotFound(LookupError):
+    """A ResourceFlavor an admission assigns does not exist (the Go lookup's NotFound: retried)."""
+
+
 class PodSetConflict(ValueError):
     """``ErrInvalidPodSetUpdate``: an admission's info conflicts with the template (permanent)."""
 
@@ -166,7 +170,7 @@ def info_from_pod_set(pod_set: Mapping[str, Any]) -> dict[str, Any]:
     return info
 
 
-def merge_info(into: dict[str, Any], other: Mapping[str, Any], what: str = "") -> None:
+def merge_info(into: dict[str, Any], other: Mapping[str, Any]) -> None:
     """``PodSetInfo.Merge``: ``other``'s labels, annotations and nodeSelector added to
     ``into`` (a key with another value is a :class:`PodSetConflict`), its tolerations and
     scheduling gates appended unless already there."""
@@ -174,9 +178,8 @@ def merge_info(into: dict[str, Any], other: Mapping[str, Any], what: str = "") -
         mine, theirs = into.setdefault(field, {}), other.get(field) or {}
         for key, value in theirs.items():
             if key in mine and mine[key] != value:
-                where = f" in {what}" if what else ""
                 raise PodSetConflict(
-                    f"invalid admission check PodSetUpdate{where}: conflict for {field}: "
+                    f"invalid admission check PodSetUpdate: conflict for {field}: "
                     f"conflict for key={key}, value1={mine[key]}, value2={value}"
                 )
         mine.update(theirs)
@@ -191,15 +194,17 @@ def info_from_assignment(
     assignment: Mapping[str, Any], pod_set: Mapping[str, Any], flavors: Mapping[str, Mapping[str, Any]]
 ) -> dict[str, Any]:
     """``FromAssignment``: the count admitted and each assigned ResourceFlavor's node labels
-    and tolerations (``flavors`` maps a flavor name to its object; a missing one is a
-    ``KeyError`` naming it, as the Go lookup's NotFound)."""
+    and tolerations (``flavors`` maps a flavor name to its object; a missing one is
+    :class:`FlavorNotFound`, as the Go lookup's NotFound)."""
     count = assignment.get("count")
     info = empty_info(str(assignment.get("name")), int(count if count is not None else pod_set.get("count", 1)))
     seen: set[str] = set()
     for name in (assignment.get("flavors") or {}).values():
         if name in seen:
             continue
-        flavor = flavors[name]
+        flavor = flavors.get(name)
+        if flavor is None:
+            raise FlavorNotFound(f'resourceflavors.kueue.x-k8s.io "{name}" not found')
         spec = flavor.get("spec") or {}
         info["nodeSelector"].update(spec.get("nodeLabels") or {})
         info["tolerations"].extend(copy_json(list(spec.get("tolerations") or [])))
