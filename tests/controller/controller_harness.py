@@ -61,7 +61,7 @@ async def controller(
 
 
 def batchrun(
-    name: str = "nightly-etl", *, marked: bool = True, suspend: bool | None = True, **labels: str
+    name: str = "nightly-etl", *, marked: bool = True, suspend: bool | None = True, labels: dict[str, str] | None = None
 ) -> dict[str, Any]:
     """A BatchRun as the admission policies leave it (suspended and marked by default)."""
     obj: dict[str, Any] = yaml.safe_load((ROOT / "examples/batchrun/batchrun.yaml").read_text())
