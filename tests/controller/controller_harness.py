@@ -39,13 +39,14 @@ def server() -> Iterator[ApiServer]:
         yield srv
 
 
-def client(srv: ApiServer) -> KubeClient:
+def client(srv: Any) -> KubeClient:
+    """An async client for a loopback server or a real cluster (anything with ``kubeconfig()``)."""
     return KubeClient(rest_config(srv.kubeconfig(), kueue_rules=False))
 
 
 @contextlib.asynccontextmanager
 async def controller(
-    srv: ApiServer, *, identity: str = "c1", ops_port: int | None = None, **kwargs: Any
+    srv: Any, *, identity: str = "c1", ops_port: int | None = None, **kwargs: Any
 ) -> AsyncIterator[Controller]:
     """A started controller for policies/batchrun.yaml (stopped on exit)."""
     adapters = load_checked([str(POLICY)])
@@ -61,13 +62,18 @@ async def controller(
 
 
 def batchrun(
-    name: str = "nightly-etl", *, marked: bool = True, suspend: bool | None = True, labels: dict[str, str] | None = None
+    name: str = "nightly-etl",
+    *,
+    marked: bool = True,
+    suspend: bool | None = True,
+    labels: dict[str, str] | None = None,
+    namespace: str = NS,
 ) -> dict[str, Any]:
     """A BatchRun as the admission policies leave it (suspended and marked by default)."""
     obj: dict[str, Any] = yaml.safe_load((ROOT / "examples/batchrun/batchrun.yaml").read_text())
     obj["metadata"] = {
         "name": name,
-        "namespace": NS,
+        "namespace": namespace,
         "labels": {"kueue.x-k8s.io/queue-name": "team-a-queue", **(labels or {})},
     }
     if suspend is not None:
@@ -97,10 +103,12 @@ async def eventually(check: Callable[[], Any], timeout: float = 15.0, what: str 
 class Kueue:
     """Kueue's scheduler and workload controller, played by the test."""
 
-    srv: ApiServer
+    #: A loopback ``ApiServer`` or a real cluster's admin API (the same calls).
+    srv: Any
+    namespace: str = NS
 
     def workloads(self) -> list[dict[str, Any]]:
-        return self.srv.list(WL, "Workload", NS)
+        return list(self.srv.list(WL, "Workload", self.namespace))
 
     def workload(self) -> dict[str, Any] | None:
         found = self.workloads()
@@ -112,12 +120,12 @@ class Kueue:
         return found
 
     def job(self, name: str = "nightly-etl") -> dict[str, Any]:
-        return self.srv.get("batch.example.com/v1alpha1", "BatchRun", name, NS)
+        return dict(self.srv.get("batch.example.com/v1alpha1", "BatchRun", name, self.namespace))
 
     def set_status(self, wl: dict[str, Any], **status: Any) -> dict[str, Any]:
         body = copy.deepcopy(wl)
         body.setdefault("status", {}).update(status)
-        return self.srv.update(body, subresource="status")
+        return dict(self.srv.update(body, subresource="status"))
 
     def admit(
         self,

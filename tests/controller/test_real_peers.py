@@ -1,0 +1,118 @@
+"""On a real kube-apiserver (v1.36, built by the real-peer harness, ``mkpolicy.testing.peers``):
+the exported admission policies as kube-apiserver runs them, and the controller's lifecycle
+with the test playing Kueue's scheduler. Skipped where the harness or Go is missing."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+pytest.importorskip("mkpolicy.testing.peers.controlplane", reason="the real-peer harness (mkpolicy.testing.peers)")
+
+from controller_harness import CRD, MARKER, POLICY, WL, Kueue, batchrun, condition, controller, eventually
+
+import mkpolicy.testing
+from mkpolicy.lint.admission import AdmissionOptions, admission_manifests
+from mkpolicy.policy import load
+from mkpolicy.testing.apiserver import ApiError
+
+KUEUE_CRDS = ("workloads", "resourceflavors", "localqueues", "clusterqueues")
+_names = itertools.count()
+
+
+@pytest.fixture
+def kube(real_kube: Any) -> Iterator[tuple[Any, str]]:
+    """The real cluster with Kueue's and BatchRun's CRDs, a fresh namespace, the spot flavor."""
+    crd_dir = Path(mkpolicy.testing.__file__).parent / "crds"
+    crds = [yaml.safe_load((crd_dir / f"kueue.x-k8s.io_{name}.yaml").read_text()) for name in KUEUE_CRDS]
+    real_kube.install_crds([*crds, yaml.safe_load(CRD.read_text())])
+    admin = real_kube.admin
+    namespace = f"integration-{next(_names)}"
+    admin.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    for ns in ("kueue-system",):
+        with contextlib.suppress(ApiError):
+            admin.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    real_kube.apply({"apiVersion": WL, "kind": "ResourceFlavor", "metadata": {"name": "spot"},
+                     "spec": {"nodeLabels": {"cloud.example.com/pool": "spot"},
+                              "tolerations": [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}]}})  # fmt: skip
+    yield real_kube, namespace
+    admin.delete("v1", "Namespace", namespace)
+
+
+def test_the_exported_admission_policies_on_kube_apiserver(kube: tuple[Any, str]) -> None:
+    cluster, namespace = kube
+    admin = cluster.admin
+    policy = load(str(POLICY))[0]
+    options = AdmissionOptions(name_prefix=f"t{namespace}", namespace_selector={
+        "matchLabels": {"kubernetes.io/metadata.name": namespace}})  # fmt: skip
+    manifests = admission_manifests(policy, options)
+    for manifest in manifests:
+        cluster.apply(manifest)
+    admin.create({"apiVersion": WL, "kind": "LocalQueue", "metadata": {"name": "default", "namespace": namespace},
+                  "spec": {"clusterQueue": "cq"}})  # fmt: skip
+
+    def created(obj: dict[str, Any]) -> dict[str, Any]:
+        # Policies take effect once kube-apiserver's informers see them: create until they do.
+        for attempt in range(300):
+            body = {**obj, "metadata": {**obj["metadata"], "name": f"{obj['metadata']['name']}-{attempt}"}}
+            stored = dict(admin.create(body))
+            if (stored["metadata"].get("labels") or {}).get("kueue.x-k8s.io/queue-name"):
+                return stored
+            time.sleep(0.1)
+        raise AssertionError("the admission policies never applied")
+
+    unlabelled = batchrun("plain", marked=False, suspend=None, namespace=namespace)
+    del unlabelled["metadata"]["labels"]
+    stored = created(unlabelled)
+    assert stored["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default"
+    assert stored["spec"]["suspend"] is True
+    assert stored["metadata"]["annotations"] == {MARKER: "true"}
+
+    mine = admin.create(batchrun("mine", marked=False, suspend=True, namespace=namespace))
+    assert MARKER not in (mine["metadata"].get("annotations") or {})  # the user's suspension stays unmarked
+
+    running = dict(stored)
+    running["spec"] = {**running["spec"], "suspend": False}
+    running = dict(admin.update(running))
+    running["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "other"
+    with pytest.raises(ApiError) as refused:
+        admin.update(running)
+    assert "queue-name]: Invalid value: field is immutable" in str(refused.value)
+
+
+def test_the_controller_on_kube_apiserver(kube: tuple[Any, str]) -> None:
+    cluster, namespace = kube
+    kueue = Kueue(cluster.admin, namespace)
+
+    async def scenario() -> None:
+        async with controller(cluster, lease_namespace="kueue-system", lease_name=f"lease-{namespace}"):
+            await asyncio.to_thread(cluster.admin.create, batchrun(namespace=namespace))
+            wl = await eventually(kueue.workload, timeout=30, what="the Workload")
+            assert wl["metadata"]["ownerReferences"][0]["kind"] == "BatchRun"
+            await asyncio.to_thread(kueue.admit, wl)
+            started = await eventually(lambda: (j := kueue.job())["spec"]["suspend"] is False and j, timeout=30,
+                                       what="started")  # fmt: skip
+            assert started["spec"]["template"]["spec"]["nodeSelector"] == {"cloud.example.com/pool": "spot"}
+            await asyncio.to_thread(kueue.evict, kueue.the_workload())
+            await eventually(lambda: kueue.job()["spec"]["suspend"] is True, timeout=30, what="stopped")
+            released = await eventually(
+                lambda: (w := kueue.workload()) and condition(w, "QuotaReserved")["status"] == "False" and w,  # type: ignore[index]
+                timeout=30, what="the quota released")  # fmt: skip
+            assert condition(released, "Requeued")["status"] == "True"  # type: ignore[index]
+            await asyncio.to_thread(kueue.admit, released)
+            await eventually(lambda: kueue.job()["spec"]["suspend"] is False, timeout=30, what="restarted")
+            done = kueue.job()
+            done["status"] = {"conditions": [{"type": "Complete", "status": "True", "message": "ok"}]}
+            await asyncio.to_thread(cluster.admin.update, done, subresource="status")
+            finished = await eventually(lambda: condition(kueue.workload(), "Finished"), timeout=30, what="finished")
+            assert finished["reason"] == "Succeeded"
+
+    asyncio.run(scenario())
