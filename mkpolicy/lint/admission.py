@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mkpolicy.cel import Environment
+from mkpolicy.cel.ast import Ident
 from mkpolicy.check.celpaths import accesses
 from mkpolicy.engine.apply import merge_schema
 from mkpolicy.engine.expressions import Locator, PolicyExpression
@@ -118,8 +119,17 @@ def _annotation(obj: str, key: str) -> str:
 
 
 def _as(obj: str, expression: str) -> str:
-    """``expression`` (written against ``object``) evaluated against ``obj``."""
-    return f"({expression})" if obj == "object" else f"cel.bind(object, {obj}, ({expression}))"
+    """``expression`` (written against ``object``) rewritten to read ``obj`` instead: every
+    ``object`` identifier renamed (Kubernetes' admission CEL has no ``cel.bind`` to rebind it)."""
+    if obj == "object":
+        return f"({expression})"
+    program = PolicyExpression(expression, (), "expression", Locator(), Environment.of(ADMISSION_VARIABLES),
+                               typecheck=False)  # fmt: skip
+    positions = sorted((n.pos for n in program.ast.walk() if isinstance(n, Ident) and n.name == "object"), reverse=True)
+    out = expression
+    for pos in positions:
+        out = out[:pos] + obj + out[pos + len("object") :]
+    return f"({out})"
 
 
 def _pointer_expression(tokens: Sequence[str], obj: str) -> tuple[str, str]:
