@@ -237,7 +237,12 @@ class CompiledIntegration:
         the Workload's podSets (no Workload) only suspend."""
         if self.custom_stop:
             infos = [info_from_pod_set(ps) for ps in pod_sets] if pod_sets is not None else None
-            return self._patch("stop", obj, infos)
+            out = self._patch("stop", obj, infos)
+            # A custom stop that suspends (rather than ends) the job suspends it for Kueue: marked,
+            # so that the next admission resumes it.
+            if not self.is_suspended(obj) and self.is_suspended(out):
+                out = with_marker(out, True)
+            return out
         out = self.suspend(obj)
         return self.restore(out, pod_sets) if pod_sets is not None else out
 
