@@ -21,13 +21,14 @@ from mkpolicy.controller.equivalence import controller_of
 from mkpolicy.controller.events import EventRecorder
 from mkpolicy.controller.informer import Informer, key_of
 from mkpolicy.controller.leader import LeaderElector
-from mkpolicy.controller.metrics import CONTENT_TYPE, ControllerMetrics
+from mkpolicy.controller.metrics import ControllerMetrics
 from mkpolicy.controller.queue import WorkQueue
 from mkpolicy.controller.reconciler import ControllerOptions, JobReconciler, Requeue, prebuilt_name
 from mkpolicy.engine import Adapter
 from mkpolicy.errors import MkpolicyError
 from mkpolicy.jsonlogs import fields, plain_error
 from mkpolicy.kube.client import KubeClient
+from mkpolicy.opsendpoints import ops_app
 
 log = logging.getLogger("mkpolicy.controller")
 
@@ -219,24 +220,7 @@ class Controller:
 
     # -- ops -------------------------------------------------------------------------------------
     async def _serve_ops(self, host: str, port: int) -> None:
-        async def healthz(request: web.Request) -> web.Response:
-            return web.Response(text="ok\n")
-
-        async def readyz(request: web.Request) -> web.Response:
-            ok, checks = self.ready()
-            text = "\n".join(checks) + "\n" if "verbose" in request.query or not ok else "ok\n"
-            return web.Response(status=200 if ok else 503, text=text)
-
-        async def metrics(request: web.Request) -> web.Response:
-            response = web.Response(body=self.metrics.exposition())
-            response.headers["Content-Type"] = CONTENT_TYPE
-            return response
-
-        app = web.Application()
-        app.router.add_get("/healthz", healthz)
-        app.router.add_get("/livez", healthz)
-        app.router.add_get("/readyz", readyz)
-        app.router.add_get("/metrics", metrics)
+        app = ops_app(self.ready, self.metrics)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port)

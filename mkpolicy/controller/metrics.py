@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
-
-CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
 class ControllerMetrics:

@@ -19,6 +19,7 @@ from aiohttp import web
 from mkpolicy.kube.client import ApiError, KubeClient, ResourceInfo
 from mkpolicy.kube.kubeconfig import dump_kubeconfig, load_kubeconfig, rest_config
 from mkpolicy.kube.rest import RestConfig, in_cluster_config
+from mkpolicy.opsendpoints import ops_app
 from mkpolicy.policy import GVK
 from mkpolicy.sidecar.cache import ManagerCache, read_object
 from mkpolicy.sidecar.config import ConfigError, SidecarConfig, Worker
@@ -29,7 +30,6 @@ from mkpolicy.sidecar.kueueconfig import Finding, KueueInfo, policy_findings, po
 from mkpolicy.sidecar.listener import Listener
 from mkpolicy.sidecar.logs import fields, plain_error
 from mkpolicy.sidecar.metrics import Metrics
-from mkpolicy.sidecar.ops import ops_app
 from mkpolicy.sidecar.policies import Entry, PolicySet, PolicyStore, ReloadError
 from mkpolicy.sidecar.proxy import WorkerEndpoint
 from mkpolicy.sidecar.wiring import UnwireResult, WireResult, multikueue_secret, unwire, wire

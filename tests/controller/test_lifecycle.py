@@ -8,6 +8,7 @@ import asyncio
 import copy
 from typing import Any
 
+import pytest
 from controller_harness import MARKER, NS, WL, Kueue, batchrun, condition, controller, eventually, server
 
 
@@ -176,47 +177,36 @@ def test_a_podsets_error_is_an_event_and_no_workload() -> None:
         asyncio.run(scenario())
 
 
-def test_a_conflicting_admission_check_update_fails_the_workload() -> None:
+def check(name: str, **update: Any) -> dict[str, Any]:
+    """A Ready admission check with a podSetUpdate for podSet main."""
+    return {"name": name, "state": "Ready", "message": "", "lastTransitionTime": "2026-11-26T20:00:00Z",
+            "podSetUpdates": [{"name": "main", **update}]}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("checks", "message"),
+    [
+        # The update contradicts the template (RunWithPodSetsInfo's podset.Merge).
+        ([check("prov", labels={"app": "other"})],
+         "invalid admission check PodSetUpdate: conflict for labels: conflict for key=app, value1=etl, value2=other"),
+        # Two checks disagree (getPodSetsInfoFromStatus).
+        ([check("a", nodeSelector={"zone": "z1"}), check("b", nodeSelector={"zone": "z2"})],
+         'in admission check "b": invalid admission check PodSetUpdate: conflict for nodeSelector: '
+         "conflict for key=zone, value1=z1, value2=z2"),
+    ],
+    ids=["against-the-template", "between-checks"],
+)  # fmt: skip
+def test_a_conflicting_admission_check_update_fails_the_workload(checks: list[dict[str, Any]], message: str) -> None:
     with server() as srv:
         kueue = Kueue(srv)
 
         async def scenario() -> None:
             async with controller(srv):
                 srv.create(batchrun())
-                wl = await eventually(kueue.workload, what="the Workload")
-                check: dict[str, Any] = {"name": "prov", "state": "Ready", "message": "", "lastTransitionTime": "2026-11-26T20:00:00Z",
-                                         "podSetUpdates": [{"name": "main", "labels": {"app": "other"}}]}  # fmt: skip
-                kueue.admit(wl, checks=[check])
-                wl = await eventually(lambda: condition(kueue.workload(), "Finished"), what="finished")
-                assert wl["reason"] == "FailedToStart"
-                assert wl["message"] == (
-                    "invalid admission check PodSetUpdate: conflict for labels: conflict for key=app, value1=etl, value2=other"
-                )
+                kueue.admit(await eventually(kueue.workload, what="the Workload"), checks=checks)
+                finished = await eventually(lambda: condition(kueue.workload(), "Finished"), what="finished")
+                assert (finished["reason"], finished["message"]) == ("FailedToStart", message)
                 assert kueue.job()["spec"]["suspend"] is True
-
-        asyncio.run(scenario())
-
-
-def test_two_admission_checks_that_disagree_fail_the_workload() -> None:
-    with server() as srv:
-        kueue = Kueue(srv)
-
-        async def scenario() -> None:
-            async with controller(srv):
-                srv.create(batchrun())
-                wl = await eventually(kueue.workload, what="the Workload")
-                checks = [
-                    {"name": name, "state": "Ready", "message": "", "lastTransitionTime": "2026-11-26T20:00:00Z",
-                     "podSetUpdates": [{"name": "main", "nodeSelector": {"zone": zone}}]}
-                    for name, zone in (("a", "z1"), ("b", "z2"))
-                ]  # fmt: skip
-                kueue.admit(wl, checks=checks)
-                wl = await eventually(lambda: condition(kueue.workload(), "Finished"), what="finished")
-                assert (wl["reason"], wl["message"]) == (
-                    "FailedToStart",
-                    'in admission check "b": invalid admission check PodSetUpdate: conflict for nodeSelector: '
-                    "conflict for key=zone, value1=z1, value2=z2",
-                )
 
         asyncio.run(scenario())
 

@@ -1,18 +1,26 @@
-"""The operations endpoints: ``/healthz``, ``/readyz`` and ``/metrics`` (plain HTTP, no secrets)."""
+"""The operations endpoints of the sidecar and the controller: ``/healthz``, ``/readyz`` and
+``/metrics`` (plain HTTP, no secrets)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 from aiohttp import web
-
-from mkpolicy.sidecar.metrics import CONTENT_TYPE, Metrics
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 #: (ready, one line per check: "ok name" or "fail name: why")
 Readiness = Callable[[], tuple[bool, list[str]]]
 
 
-def ops_app(readiness: Readiness, metrics: Metrics) -> web.Application:
+class Exposition(Protocol):
+    """Metrics that render Prometheus' text format."""
+
+    def exposition(self) -> bytes:
+        """The text exposition format."""
+
+
+def ops_app(readiness: Readiness, metrics: Exposition) -> web.Application:
     """An application answering the probes and Prometheus."""
 
     async def healthz(request: web.Request) -> web.Response:
@@ -25,7 +33,7 @@ def ops_app(readiness: Readiness, metrics: Metrics) -> web.Application:
 
     async def prometheus(request: web.Request) -> web.Response:
         response = web.Response(body=metrics.exposition())
-        response.headers["Content-Type"] = CONTENT_TYPE
+        response.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return response
 
     app = web.Application()
