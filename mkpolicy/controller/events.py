@@ -4,6 +4,7 @@ a failed Event write is logged, never fails a reconcile."""
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,6 +17,8 @@ log = logging.getLogger("mkpolicy.controller.events")
 COMPONENT = "mkpolicy-controller"
 #: ``api.TruncateEventMessage``: Event messages are cut to 1 KiB.
 MAX_MESSAGE = 1024
+#: How many recent Events :attr:`EventRecorder.recorded` keeps.
+RECENT = 256
 
 
 class EventRecorder:
@@ -24,8 +27,8 @@ class EventRecorder:
     def __init__(self, client: KubeClient, instance: str) -> None:
         self.client = client
         self.instance = instance
-        #: Events written (reason -> count), for tests and metrics.
-        self.recorded: list[tuple[str, str, str]] = []
+        #: The latest Events written (object name, reason, message), for tests and debugging.
+        self.recorded: deque[tuple[str, str, str]] = deque(maxlen=RECENT)
 
     async def record(self, obj: Mapping[str, Any], kind: str, reason: str, message: str) -> None:
         """Write one Event about ``obj``."""
