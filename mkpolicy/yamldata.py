@@ -20,6 +20,7 @@ serves Kubernetes objects, CRDs, kubeconfigs and request bodies.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import sys
@@ -122,27 +123,55 @@ def load_object(path: str, *, max_bytes: int = MAX_BYTES) -> dict[str, Any]:
     return obj
 
 
-def check_depth(text: str, source: str = "<input>", max_depth: int = MAX_DEPTH) -> None:
+def check_depth(
+    text: str,
+    source: str = "<input>",
+    max_depth: int = MAX_DEPTH,
+    *,
+    max_events: int | None = None,
+    events_message: str = "",
+    syntax_errors: bool = True,
+) -> None:
     """Refuse ``text`` when its collections nest deeper than ``max_depth`` (read as events, in C).
 
     libyaml's composer recurses in C and overflows the stack on deep nesting (the process
-    dies); its event parser does not, so this is the check to make before composing.
+    dies); its event parser does not, so this is the check to make before composing. With
+    ``max_events``, a stream of more events is refused too, with ``events_message``. A
+    syntax error is an :class:`InputError` unless ``syntax_errors`` is false (then the
+    caller's own parser reports it, with its positions).
     """
     import yaml
 
-    depth = 0
     try:
-        for event in yaml.parse(text, Loader=_loader()):
-            if isinstance(event, yaml.CollectionStartEvent):
-                depth += 1
-                if depth > max_depth:
-                    raise InputError(f"document nests deeper than {max_depth} levels", _at(source, event.start_mark))
-            elif isinstance(event, yaml.CollectionEndEvent):
-                depth -= 1
+        _scan_events(yaml.parse(text, Loader=_loader()), source, max_depth, max_events, events_message)
     except yaml.MarkedYAMLError as exc:
-        raise _malformed(exc, source) from None
+        # libyaml has a nesting limit of its own (1,000 levels from PyYAML 6.0.4 on) and its
+        # scanner reads ahead, so deep flow nesting fails in the scanner before the events
+        # reach the depth count. The pure-Python parser has no such limit: it says whether
+        # the text nests deeper than ours before libyaml's error, so the refusal is the same
+        # whatever libyaml the machine has.
+        with contextlib.suppress(yaml.YAMLError):
+            _scan_events(yaml.parse(text, Loader=yaml.SafeLoader), source, max_depth, max_events, events_message)
+        if syntax_errors:
+            raise _malformed(exc, source) from None
     except yaml.YAMLError as exc:
-        raise InputError(f"malformed YAML: {exc}", Location(source)) from None
+        if syntax_errors:
+            raise InputError(f"malformed YAML: {exc}", Location(source)) from None
+
+
+def _scan_events(events: Any, source: str, max_depth: int, max_events: int | None, events_message: str) -> None:
+    import yaml
+
+    depth = 0
+    for count, event in enumerate(events):
+        if max_events is not None and count >= max_events:
+            raise InputError(events_message, _at(source, event.start_mark))
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > max_depth:
+                raise InputError(f"document nests deeper than {max_depth} levels", _at(source, event.start_mark))
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
 
 
 def _measure(

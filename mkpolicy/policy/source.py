@@ -307,23 +307,22 @@ def _check_flow_depth(text: str, file: str) -> None:
 
 
 def _check_events(text: str, file: str) -> None:
-    """Refuse streams with more than :data:`MAX_EVENTS` YAML events, counted with libyaml.
+    """Refuse streams with more than :data:`MAX_EVENTS` YAML events or nesting deeper than
+    :data:`MAX_DEPTH`, counted with libyaml before the slow positional parse (which
+    recurses: deep block nesting would exhaust Python's stack there).
 
     Syntax errors are left to the round-trip parser, which reports them with positions.
     """
-    import yaml
+    from mkpolicy import yamldata
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        for count, event in enumerate(yaml.parse(text, Loader=loader)):
-            if count >= MAX_EVENTS:
-                line = event.start_mark.line + 1 if event.start_mark is not None else None
-                raise InputError(
-                    f"the YAML stream has more than {MAX_EVENTS} nodes; policy files and test suites are small",
-                    Location(file, line),
-                )
-    except yaml.YAMLError:
-        return
+    yamldata.check_depth(
+        text,
+        file,
+        MAX_DEPTH,
+        max_events=MAX_EVENTS,
+        events_message=f"the YAML stream has more than {MAX_EVENTS} nodes; policy files and test suites are small",
+        syntax_errors=False,
+    )
 
 
 def _duplicate_key(message: str) -> str:

@@ -66,13 +66,14 @@ def test_custom_message_and_path_match(apiserver: ApiServer, raw: Raw) -> None:
 
 
 def test_delay_adds_latency(apiserver: ApiServer, raw: Raw) -> None:
-    apiserver.faults.delay(0.3, verb="list")
+    rule = apiserver.faults.delay(0.3, verb="list")
     start = time.monotonic()
     assert raw.request("GET", CM).status == 200
     assert time.monotonic() - start >= 0.3
-    start = time.monotonic()
+    assert rule.hits == 1
+    # Other requests are not delayed: the rule does not fire on them (no clock: the machine may be busy).
     assert raw.request("GET", "/api").status == 200
-    assert time.monotonic() - start < 0.3
+    assert rule.hits == 1
 
 
 def test_drop_cuts_the_response_mid_body(apiserver: ApiServer, raw: Raw) -> None:
@@ -105,7 +106,7 @@ def test_limit_watches_ends_them_cleanly_after_n_events(apiserver: ApiServer, ra
     start = time.monotonic()
     types, error = read_stream(raw, CM + "?watch=1")
     assert (types, error) == (["ADDED", "ADDED"], None)
-    assert time.monotonic() - start < 2
+    assert time.monotonic() - start < 20  # ended by the rule, not by a timeout (generous: a busy machine)
 
 
 def test_limit_watches_with_abort_cuts_the_connection(apiserver: ApiServer, raw: Raw) -> None:

@@ -1,10 +1,7 @@
-"""The shipped pytest fixtures and the server's start-up cost."""
+"""The shipped pytest fixtures."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import kubernetes
@@ -15,28 +12,6 @@ from mkpolicy.testing.apiserver import ApiServer
 from mkpolicy.testing.fixtures import MultiKueueClusters
 
 from .conftest import pipelinerun
-
-START_TIMES = """
-import json, time
-from mkpolicy.testing.apiserver import ApiServer
-times, servers = [], []
-for name in ("manager", "worker1", "worker2"):
-    start = time.monotonic()
-    servers.append(ApiServer(name, bundled=True).start())
-    times.append(time.monotonic() - start)
-for s in servers:
-    s.stop()
-print(json.dumps(times))
-"""
-
-
-def test_each_server_starts_in_under_a_second() -> None:
-    # In a fresh interpreter: certificates, namespaces, every bundled CRD (parsed from YAML
-    # for the first server, cached for the others) and the listener.
-    proc = subprocess.run([sys.executable, "-c", START_TIMES], capture_output=True, text=True, timeout=60, check=True)
-    times = json.loads(proc.stdout)
-    assert len(times) == 3
-    assert max(times) < 1.0, times
 
 
 @pytest.mark.loopback_only("compares the servers' own URLs, tokens and CAs, and writes in namespace default")
