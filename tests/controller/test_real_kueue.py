@@ -23,6 +23,7 @@ from mkpolicy.testing.peers.controlplane import ControlPlane
 from mkpolicy.testing.peers.fixtures import require_go
 from mkpolicy.testing.peers.multikueue import KueueInstance, ensure_metrics_cert, url_webhooks
 
+from mkpolicy.engine.workload import workload_name
 from mkpolicy.testing.apiserver import load_crds
 
 VERSION = "v0.19.2"
@@ -136,5 +137,101 @@ def test_quota_preemption_requeue_finish_and_deletion_with_real_kueue(kueue_clus
                 return True  # gone
 
             await eventually(released, timeout=60, what="low's Workload released")
+
+    asyncio.run(scenario())
+
+
+def test_the_same_workload_and_start_as_kueues_own_batch_job_integration(kueue_cluster: Any) -> None:
+    """Side by side on the same Kueue: a batch/Job (Kueue's Go integration) and a BatchRun (the
+    policy) with the same pod template get the same Workload and the same start."""
+    admin = kueue_cluster.admin
+    kueue = Kueue(admin, NS)
+    template = {"metadata": {"labels": {"app": "parity"}}, "spec": {"restartPolicy": "Never", "containers": [
+        {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}}  # fmt: skip
+    job = {"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {"name": "parity", "namespace": NS, "labels": {"kueue.x-k8s.io/queue-name": "team-a-queue"}},
+           "spec": {"suspend": True, "parallelism": 3, "completions": 3, "template": template}}  # fmt: skip
+    run = batchrun("parity", namespace=NS)
+    run["spec"]["template"] = template
+
+    def owned_by(kind: str) -> dict[str, Any] | None:
+        for wl in kueue.workloads():
+            owner = (wl["metadata"].get("ownerReferences") or [{}])[0]
+            if (owner.get("kind"), owner.get("name")) == (kind, "parity"):
+                return wl
+        return None
+
+    async def scenario() -> None:
+        async with controller(kueue_cluster, lease_name="parity"):
+            created_job = await asyncio.to_thread(admin.create, job)
+            created_run = await asyncio.to_thread(admin.create, run)
+            by_go = await eventually(lambda: owned_by("Job"), timeout=60, what="Kueue's Workload for the Job")
+            by_policy = await eventually(lambda: owned_by("BatchRun"), timeout=60, what="the BatchRun's Workload")
+            # Kueue's own name for the Job is what mkpolicy computes (GetWorkloadNameForOwnerWithGVK).
+            assert by_go["metadata"]["name"] == workload_name("parity", created_job["metadata"]["uid"], "Job", "batch")
+            for wl, obj in ((by_go, created_job), (by_policy, created_run)):
+                meta = wl["metadata"]
+                assert meta["labels"] == {"kueue.x-k8s.io/job-uid": obj["metadata"]["uid"]}
+                assert meta["finalizers"] == ["kueue.x-k8s.io/resource-in-use"]
+                (owner,) = meta["ownerReferences"]
+                assert (owner["controller"], owner["blockOwnerDeletion"], owner["uid"]) == (
+                    True,
+                    True,
+                    obj["metadata"]["uid"],
+                )
+            same = ("queueName", "priority")
+            assert {k: by_go["spec"].get(k) for k in same} == {k: by_policy["spec"].get(k) for k in same}
+            for a, b in zip(by_go["spec"]["podSets"], by_policy["spec"]["podSets"], strict=True):
+                assert (a["name"], a["count"]) == (b["name"], b["count"]) == ("main", 3)
+                assert (
+                    a["template"]["spec"]["containers"][0]["resources"]
+                    == b["template"]["spec"]["containers"][0]["resources"]
+                )
+            # Both admitted by Kueue and started with the flavor's node labels and the podset label.
+            started_job = await eventually(lambda: (j := admin.get("batch/v1", "Job", "parity", NS))["spec"]["suspend"] is False and j,
+                                           timeout=60, what="the Job started")  # fmt: skip
+            started_run = await eventually(lambda: (r := kueue.job("parity"))["spec"]["suspend"] is False and r,
+                                           timeout=60, what="the BatchRun started")  # fmt: skip
+            for obj in (started_job, started_run):
+                tpl = obj["spec"]["template"]
+                assert tpl["spec"]["nodeSelector"] == {"cloud.example.com/pool": "spot"}
+                assert tpl["metadata"]["labels"]["kueue.x-k8s.io/podset"] == "main"
+            # Deleted, both release their quota (Kueue finishes the Job's Workload, the controller the BatchRun's).
+            await asyncio.to_thread(admin.delete, "batch/v1", "Job", "parity", NS)
+            await asyncio.to_thread(admin.delete, "batch.example.com/v1alpha1", "BatchRun", "parity", NS)
+            for kind in ("Job", "BatchRun"):
+                await eventually(lambda k=kind: (w := owned_by(k)) is None or condition(w, "Finished"),  # type: ignore[misc]
+                                 timeout=60, what=f"the {kind}'s Workload released")  # fmt: skip
+
+    asyncio.run(scenario())
+
+
+def test_a_deactivated_workload_stops_its_job_until_reactivated(kueue_cluster: Any) -> None:
+    admin = kueue_cluster.admin
+    kueue = Kueue(admin, NS)
+
+    def workload() -> dict[str, Any] | None:
+        found = [w for w in kueue.workloads() if w["metadata"]["ownerReferences"][0]["name"] == "deactivated"]
+        return found[0] if found else None
+
+    def set_active(value: bool) -> None:
+        wl = workload()
+        assert wl is not None
+        wl["spec"]["active"] = value
+        admin.update(wl)
+
+    async def scenario() -> None:
+        async with controller(kueue_cluster, lease_name="deactivation"):
+            await asyncio.to_thread(admin.create, batchrun("deactivated", namespace=NS))
+            await eventually(lambda: kueue.job("deactivated")["spec"]["suspend"] is False, timeout=60, what="started")
+            await asyncio.to_thread(set_active, False)
+            await eventually(lambda: kueue.job("deactivated")["spec"]["suspend"] is True, timeout=60, what="stopped")
+            evicted = await eventually(lambda: condition(workload(), "Evicted"), timeout=60, what="evicted")
+            assert evicted["reason"] == "Deactivated"  # WorkloadDeactivated
+            released = await eventually(lambda: (w := workload()) and condition(w, "QuotaReserved")["status"] == "False" and w,  # type: ignore[index]
+                                        timeout=60, what="the quota released")  # fmt: skip
+            assert condition(released, "Requeued")["status"] == "False"  # type: ignore[index]
+            await asyncio.to_thread(set_active, True)
+            await eventually(lambda: kueue.job("deactivated")["spec"]["suspend"] is False, timeout=60, what="restarted")
 
     asyncio.run(scenario())
