@@ -4,6 +4,8 @@ kueue-config: the multiKueue.externalFrameworks entries of Kueue's Configuration
 rbac: a ClusterRole for the manager side (each GVK and its /status: get, list, watch,
       patch, update) and one for the workers' service account (each GVK: create,
       delete, get, list, watch; /status: get).
+controller-rbac: the ClusterRoles of mkpolicy controller for the policies with
+      spec.integration, and the read access Kueue's service account needs on their kinds.
 admission: for each policy with spec.integration, the MutatingAdmissionPolicies and
       ValidatingAdmissionPolicies (and bindings) of Kueue's job webhook: the default
       LocalQueue, suspension at creation (marked suspended-by-kueue), managedBy
@@ -24,7 +26,7 @@ from typing import Any
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``mkpolicy export``."""
-    parser.add_argument("what", choices=("kueue-config", "rbac", "admission"), help="what to print")
+    parser.add_argument("what", choices=("kueue-config", "rbac", "admission", "controller-rbac"), help="what to print")
     parser.add_argument(
         "--policies", default="policies", metavar="DIR", help="policy file or directory (default: policies)"
     )
@@ -69,6 +71,11 @@ def run(args: argparse.Namespace) -> int:
         return report_policy_error(exc)
     if args.what == "admission":
         return _admission(args, policies)
+    if args.what == "controller-rbac":
+        from mkpolicy.lint.export import controller_rbac
+
+        sys.stdout.write(controller_rbac(policies, args.name_prefix))
+        return EXIT_OK
     if args.what == "kueue-config":
         sys.stdout.write(kueue_config(policies, args.all))
     else:

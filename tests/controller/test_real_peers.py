@@ -17,7 +17,7 @@ import yaml
 
 pytest.importorskip("mkpolicy.testing.peers.controlplane", reason="the real-peer harness (mkpolicy.testing.peers)")
 
-from controller_harness import CRD, MARKER, POLICY, WL, Kueue, batchrun, condition, controller, eventually
+from controller_harness import CRD, MARKER, POLICY, WL, Kueue, batchrun, client, condition, controller, eventually
 
 import mkpolicy.testing
 from mkpolicy.lint.admission import AdmissionOptions, admission_manifests
@@ -114,5 +114,49 @@ def test_the_controller_on_kube_apiserver(kube: tuple[Any, str]) -> None:
             await asyncio.to_thread(cluster.admin.update, done, subresource="status")
             finished = await eventually(lambda: condition(kueue.workload(), "Finished"), timeout=30, what="finished")
             assert finished["reason"] == "Succeeded"
+
+    asyncio.run(scenario())
+
+
+def test_the_controller_needs_no_more_than_the_exported_rbac(kube: tuple[Any, str]) -> None:
+    """The controller as a ServiceAccount bound to 'mkpolicy export controller-rbac' only (kube-apiserver
+    authorizes with RBAC): the lifecycle still works."""
+    from mkpolicy.lint.export import controller_rbac
+
+    cluster, namespace = kube
+    admin = cluster.admin
+    prefix = f"rbac-{namespace}"
+    for doc in yaml.safe_load_all(controller_rbac(load(str(POLICY)), prefix)):
+        if doc:
+            cluster.apply(doc)
+    admin.create(
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "controller", "namespace": namespace}}
+    )
+    cluster.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                   "metadata": {"name": f"{prefix}-controller"},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"{prefix}-controller"},
+                   "subjects": [{"kind": "ServiceAccount", "name": "controller", "namespace": namespace}]})  # fmt: skip
+    config = cluster.kubeconfig()
+
+    class AsServiceAccount:
+        def kubeconfig(self) -> dict[str, Any]:
+            return config
+
+    kueue = Kueue(admin, namespace)
+
+    async def scenario() -> None:
+        async with client(cluster) as kube:
+            issued = await kube.create(
+                f"/api/v1/namespaces/{namespace}/serviceaccounts/controller/token",
+                {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
+            )
+        config["users"] = [{"name": "controller", "user": {"token": issued["status"]["token"]}}]
+        for context in config["contexts"]:
+            context["context"]["user"] = "controller"
+        async with controller(AsServiceAccount(), lease_name=f"lease-{prefix}"):
+            await asyncio.to_thread(admin.create, batchrun(namespace=namespace))
+            wl = await eventually(kueue.workload, timeout=30, what="the Workload")
+            await asyncio.to_thread(kueue.admit, wl)
+            await eventually(lambda: kueue.job()["spec"]["suspend"] is False, timeout=30, what="started")
 
     asyncio.run(scenario())

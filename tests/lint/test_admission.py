@@ -275,3 +275,16 @@ def test_the_cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     (tmp_path / "p.yaml").write_text(textwrap.dedent(MIRRORED))
     assert main(["export", "admission", "--policies", str(tmp_path)]) == 0
     assert "no policy has spec.integration" in capsys.readouterr().err
+
+
+def test_controller_rbac(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["export", "controller-rbac", "--policies", str(ROOT / "policies")]) == 0
+    out = capsys.readouterr().out
+    controller, kueue = [d for d in yaml.safe_load_all(out) if d]
+    rules = {(tuple(r["apiGroups"]), tuple(r["resources"])): r["verbs"] for r in controller["rules"]}
+    assert rules[(("batch.example.com",), ("batchruns",))] == ["get", "list", "watch", "update", "patch"]
+    assert rules[(("tekton.dev",), ("pipelineruns",))] == ["get", "list", "watch", "update", "patch"]
+    assert rules[(("kueue.x-k8s.io",), ("workloads/status",))] == ["get", "update", "patch"]
+    assert kueue["rules"] == [{"apiGroups": ["batch.example.com"], "resources": ["batchruns"], "verbs": ["get"]},
+                              {"apiGroups": ["tekton.dev"], "resources": ["pipelineruns"], "verbs": ["get"]}]  # fmt: skip
+    assert "# left out: policy argo-workflow" in out
