@@ -219,9 +219,7 @@ class JobReconciler:
 
         if wl is not None and st.is_finished(wl):
             if RESOURCE_IN_USE in (wl["metadata"].get("finalizers") or []):
-                await self.recorder.record(
-                    job, "Normal", "FinishedWorkload", f"Workload '{_key(wl)}' is declared finished"
-                )
+                await self._declared_finished(job, wl)
                 await self.remove_finalizer(wl)
             return
         if wl is not None and wl["metadata"].get("deletionTimestamp"):
@@ -239,9 +237,7 @@ class JobReconciler:
         if done.finished:
             if wl is not None and not st.is_finished(wl):
                 await self.finish(wl, "Succeeded" if done.success else "Failed", done.message)
-                await self.recorder.record(
-                    job, "Normal", "FinishedWorkload", f"Workload '{_key(wl)}' is declared finished"
-                )
+                await self._declared_finished(job, wl)
             return
 
         if wl is None:
@@ -338,9 +334,14 @@ class JobReconciler:
             )
             job = await self._stop(job, other, message)
         deleted = 0
-        for wl in to_delete:
+        for wl in to_delete:  # workload.Delete: the finalizer first, then the object unless being deleted
             try:
+                await self.remove_finalizer(wl)
+                if wl["metadata"].get("deletionTimestamp"):
+                    continue
                 await self.client.delete(self._wl_path(wl))
+            except Requeue:
+                continue  # gone meanwhile
             except ApiError as exc:
                 if exc.status != 404:
                     raise

@@ -18,6 +18,7 @@ suspend would leave an unadmitted job running.
 
 from __future__ import annotations
 
+import datetime as _dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from mkpolicy.cel import Environment
 from mkpolicy.cel.convert import to_json
 from mkpolicy.cel.errors import EvalError
+from mkpolicy.cel.values import Timestamp
 from mkpolicy.engine.expressions import POLICY_VARIABLES, Locator, PolicyExpression
 from mkpolicy.engine.mutation import CompiledMutation
 from mkpolicy.engine.podsets import PodSetError, info_from_pod_set, merged_for_inject, validate_pod_sets
@@ -126,7 +128,7 @@ class CompiledIntegration:
             "workloadName": (workload or {}).get("metadata", {}).get("name", ""),
             "origin": "",
             "cluster": "",
-            "now": None,
+            "now": Timestamp.from_datetime(_dt.datetime.now(_dt.UTC).replace(microsecond=0)),
             "params": self.adapter.params,
             "podSetsInfo": [dict(i) for i in infos] if infos is not None else None,
         }

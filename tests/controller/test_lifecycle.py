@@ -278,3 +278,31 @@ def test_an_out_of_sync_prebuilt_workload_is_finished() -> None:
                 )
 
         asyncio.run(scenario())
+
+
+def test_a_running_job_edited_out_of_its_workload_is_stopped_and_requeued() -> None:
+    with server() as srv:
+        kueue = Kueue(srv)
+
+        async def scenario() -> None:
+            async with controller(srv) as ctl:
+                srv.create(batchrun())
+                first = await eventually(kueue.workload, what="the Workload")
+                kueue.admit(first)
+                await eventually(lambda: kueue.job()["spec"]["suspend"] is False, what="started")
+                job = kueue.job()
+                job["spec"]["template"]["spec"]["containers"][0]["image"] = "registry.example.com/etl:2.0"
+                srv.update(job)  # a running job no Workload matches any more
+                stopped = await eventually(lambda: (j := kueue.job())["spec"]["suspend"] is True and j, what="stopped")
+                assert stopped["spec"]["template"]["spec"].get("nodeSelector") in (
+                    None,
+                    {},
+                )  # restored from the old one
+                second = await eventually(
+                    lambda: (w := kueue.workload()) and w["metadata"]["uid"] != first["metadata"]["uid"] and w,
+                    what="a new Workload")  # fmt: skip
+                assert second["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["image"].endswith(":2.0")
+                reasons = [r for _, r, _ in ctl.recorder.recorded]
+                assert "DeletedWorkload" in reasons
+
+        asyncio.run(scenario())
