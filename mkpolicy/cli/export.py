@@ -50,6 +50,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     admission.add_argument("--no-default-queue", action="store_true", help="leave out the default-LocalQueue policies")
     admission.add_argument(
+        "--webhook",
+        metavar="NAMESPACE/SERVICE",
+        help="render webhook configurations for 'mkpolicy webhook' behind this Service instead of admission "
+        "policies (clusters without MutatingAdmissionPolicy)",
+    )
+    admission.add_argument("--ca-bundle", metavar="FILE", help="with --webhook: the CA certificate of its TLS (PEM)")
+    admission.add_argument(
         "--namespace-label",
         action="append",
         default=[],
@@ -87,8 +94,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _admission(args: argparse.Namespace, policies: list[Any]) -> int:
     from mkpolicy.cli.common import EXIT_OK, EXIT_USAGE, report_policy_error
+    from mkpolicy.engine.admission_policies import (
+        AdmissionOptions,
+        admission_manifests,
+        render,
+        webhook_configurations,
+    )
     from mkpolicy.errors import PolicyError
-    from mkpolicy.lint.admission import AdmissionOptions, admission_manifests, render
 
     labels = {}
     for item in args.namespace_label:
@@ -114,10 +126,21 @@ def _admission(args: argparse.Namespace, policies: list[Any]) -> int:
     ]
     manifests = []
     try:
-        for policy in chosen:
-            manifests += admission_manifests(policy, options)
+        if args.webhook:
+            namespace, sep, service = args.webhook.partition("/")
+            if not sep or not namespace or not service or not args.ca_bundle:
+                print("mkpolicy export: --webhook NAMESPACE/SERVICE needs --ca-bundle FILE", file=sys.stderr)
+                return EXIT_USAGE
+            with open(args.ca_bundle, "rb") as fh:
+                manifests = webhook_configurations(chosen, (namespace, service), fh.read(), options)
+        else:
+            for policy in chosen:
+                manifests += admission_manifests(policy, options)
     except PolicyError as exc:
         return report_policy_error(exc)
+    except OSError as exc:
+        print(f"mkpolicy export: --ca-bundle {args.ca_bundle!r}: {exc.strerror}", file=sys.stderr)
+        return EXIT_USAGE
     if not chosen:
         print("warning: no policy has spec.integration; nothing to export", file=sys.stderr)
     sys.stdout.write(render(manifests, header))

@@ -20,7 +20,7 @@ pytest.importorskip("mkpolicy.testing.peers.controlplane", reason="the real-peer
 from controller_harness import CRD, MARKER, POLICY, WL, Kueue, batchrun, client, condition, controller, eventually
 
 import mkpolicy.testing
-from mkpolicy.lint.admission import AdmissionOptions, admission_manifests
+from mkpolicy.engine.admission_policies import AdmissionOptions, admission_manifests
 from mkpolicy.policy import load
 from mkpolicy.testing.apiserver import ApiError
 
@@ -160,3 +160,66 @@ def test_the_controller_needs_no_more_than_the_exported_rbac(kube: tuple[Any, st
             await eventually(lambda: kueue.job()["spec"]["suspend"] is False, timeout=30, what="started")
 
     asyncio.run(scenario())
+
+
+def test_mkpolicy_webhook_on_kube_apiserver(kube: tuple[Any, str], tmp_path: Path) -> None:
+    """'mkpolicy webhook' called by kube-apiserver through the rendered webhook configurations
+    (in URL form: no Service here): the same admission as the admission policies."""
+    import socket
+    import subprocess
+    import sys
+
+    from mkpolicy.engine.admission_policies import webhook_configurations
+    from mkpolicy.kube.certs import make_ca, make_serving_cert
+
+    cluster, namespace = kube
+    admin = cluster.admin
+    ca = make_ca()
+    pair = make_serving_cert(ca, ["127.0.0.1"])
+    (tmp_path / "tls.crt").write_bytes(pair.cert_pem)
+    (tmp_path / "tls.key").write_bytes(pair.key_pem)
+    kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "mkpolicy", "webhook", "--policies", str(POLICY),
+                             "--tls-cert", str(tmp_path / "tls.crt"), "--tls-key", str(tmp_path / "tls.key"),
+                             "--address", "127.0.0.1", "--port", str(port), "--kubeconfig", str(kubeconfig)],
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    options = AdmissionOptions(name_prefix=f"w{namespace}", namespace_selector={
+        "matchLabels": {"kubernetes.io/metadata.name": namespace}})  # fmt: skip
+    try:
+        admin.create({"apiVersion": WL, "kind": "LocalQueue", "metadata": {"name": "default", "namespace": namespace},
+                      "spec": {"clusterQueue": "cq"}})  # fmt: skip
+        for config in webhook_configurations([load(str(POLICY))[0]], ("unused", "unused"), ca.cert_pem, options):
+            for hook in config["webhooks"]:
+                path = hook["clientConfig"]["service"]["path"]
+                hook["clientConfig"] = {
+                    "url": f"https://127.0.0.1:{port}{path}",
+                    "caBundle": hook["clientConfig"]["caBundle"],
+                }
+            cluster.apply(config)
+        plain = batchrun("plain", marked=False, suspend=None, namespace=namespace)
+        del plain["metadata"]["labels"]
+        stored: dict[str, Any] = {}
+        for attempt in range(300):  # until the server listens and kube-apiserver sees the configuration
+            body = {**plain, "metadata": {**plain["metadata"], "name": f"plain-{attempt}"}}
+            with contextlib.suppress(ApiError):
+                stored = dict(admin.create(body))
+                if (stored["metadata"].get("labels") or {}).get("kueue.x-k8s.io/queue-name"):
+                    break
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.1)
+        assert stored["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default"
+        assert stored["spec"]["suspend"] is True and stored["metadata"]["annotations"] == {MARKER: "true"}
+        running = dict(admin.update({**stored, "spec": {**stored["spec"], "suspend": False}}))
+        running["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "other"
+        with pytest.raises(ApiError) as refused:
+            admin.update(running)
+        assert "queue-name]: Invalid value: field is immutable" in str(refused.value)
+    finally:
+        for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+            with contextlib.suppress(ApiError):
+                admin.delete("admissionregistration.k8s.io/v1", kind, f"w{namespace}-admission")
+        proc.terminate()
+        proc.communicate(timeout=30)

@@ -1,4 +1,5 @@
-"""``mkpolicy export admission``: the admission Kueue's webhook gives a kind, as admission policies.
+"""The admission Kueue's webhook gives a kind, as admission policies (``mkpolicy export admission``,
+and ``mkpolicy webhook`` where MutatingAdmissionPolicy is not available).
 
 Kueue's job webhook (``pkg/controller/jobframework/base_webhook.go``, v0.19.2) does, for the
 kinds it integrates, what these MutatingAdmissionPolicies (MAP, ``admissionregistration.k8s.io/v1``
@@ -37,13 +38,13 @@ Kubernetes applies them): what tests and the ``mkpolicy webhook`` fallback use.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mkpolicy.cel import Environment
 from mkpolicy.cel.ast import Ident
-from mkpolicy.check.celpaths import accesses
 from mkpolicy.engine.apply import merge_schema
 from mkpolicy.engine.expressions import Locator, PolicyExpression
 from mkpolicy.engine.generic import ORIGIN_LABEL, PREBUILT_WORKLOAD_KEY
@@ -52,9 +53,9 @@ from mkpolicy.engine.mutation import CompiledMutation
 from mkpolicy.engine.workload import MAX_EXEC_TIME_LABEL, PRIORITY_CLASS_LABEL, QUEUE_LABEL
 from mkpolicy.errors import PolicyError
 from mkpolicy.jsonvalues import copy_json
-from mkpolicy.lint.export import plural
 from mkpolicy.policy import MULTIKUEUE_CONTROLLER, FrameworkPolicy, parse_gvk
 from mkpolicy.policy.model import SUSPENDED_BY_KUEUE, check_pointer
+from mkpolicy.policy.resources import plural
 from mkpolicy.structural import Schema
 
 GROUP = "admissionregistration.k8s.io"
@@ -158,8 +159,9 @@ def _object_only(policy: FrameworkPolicy, text: str, where: str) -> None:
     """Refuse an expression that needs more than ``object``: admission has no Workload, no params map."""
     env = Environment.of(ADMISSION_VARIABLES | {"managerObject", "workerObject", "workload", "podSetsInfo"})
     expression = PolicyExpression(text, (), where, Locator(), env, typecheck=False)
-    roots = {a.root for a in accesses(expression.ast, env.variables)}
-    extra = sorted(roots - {"object"})
+    extra = sorted(
+        {n.name for n in expression.ast.walk() if isinstance(n, Ident) and n.name in env.variables} - {"object"}
+    )
     if extra:
         raise PolicyError(
             f"policy {policy.name}: {where} uses {', '.join(extra)}; an admission policy can only read the "
@@ -457,6 +459,47 @@ def admission_manifests(policy: FrameworkPolicy, options: AdmissionOptions = DEF
         out += managed_by_policy(policy, options)
     out += validation_policies(policy, options)
     return out
+
+
+def webhook_configurations(
+    policies: Sequence[FrameworkPolicy],
+    service: tuple[str, str],
+    ca_bundle: bytes,
+    options: AdmissionOptions = DEFAULTS,
+    port: int = 9443,
+) -> list[dict[str, Any]]:
+    """A MutatingWebhookConfiguration and a ValidatingWebhookConfiguration sending the policies'
+    kinds to ``mkpolicy webhook`` behind ``service`` (namespace, name): the same admission as the
+    admission policies, where MutatingAdmissionPolicy is not available."""
+    chosen = [p for p in policies if p.spec.integration is not None]
+    namespace, name = service
+    bundle = base64.b64encode(ca_bundle).decode()
+
+    def hook(kind: str, path: str, operations: list[str]) -> dict[str, Any]:
+        rules = [rule for p in chosen for rule in _rules(p, operations)["resourceRules"]]
+        webhook: dict[str, Any] = {
+            "name": f"{path.strip('/')}.{options.name_prefix}.mkpolicy.io",
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "failurePolicy": "Fail",
+            "timeoutSeconds": 10,
+            "clientConfig": {"service": {"namespace": namespace, "name": name, "path": path, "port": port},
+                             "caBundle": bundle},
+            "rules": [{**r, "scope": "Namespaced"} for r in rules],
+            "matchConditions": [_worker_copy()],
+        }  # fmt: skip
+        if kind == "Mutating":
+            webhook["reinvocationPolicy"] = "IfNeeded"
+        if options.namespace_selector is not None:
+            webhook["namespaceSelector"] = copy_json(dict(options.namespace_selector))
+        return {
+            "apiVersion": f"{GROUP}/v1",
+            "kind": f"{kind}WebhookConfiguration",
+            "metadata": {"name": f"{options.name_prefix}-admission"},
+            "webhooks": [webhook],
+        }
+
+    return [hook("Mutating", "/mutate", ["CREATE", "UPDATE"]), hook("Validating", "/validate", ["CREATE", "UPDATE"])]
 
 
 def render(manifests: Iterable[Mapping[str, Any]], header: Sequence[str] = ()) -> str:

@@ -12,8 +12,7 @@ import pytest
 import yaml
 
 from mkpolicy.cli.main import main
-from mkpolicy.errors import PolicyError
-from mkpolicy.lint.admission import (
+from mkpolicy.engine.admission_policies import (
     AdmissionOptions,
     ManagedByMirror,
     admission_manifests,
@@ -23,6 +22,7 @@ from mkpolicy.lint.admission import (
     managed_by_policy,
     suspend_policy,
 )
+from mkpolicy.errors import PolicyError
 from mkpolicy.policy import FrameworkPolicy, load, loads
 from mkpolicy.policy.model import SUSPENDED_BY_KUEUE
 
