@@ -63,9 +63,10 @@ def test_the_exported_admission_policies_on_kube_apiserver(kube: tuple[Any, str]
         # Policies take effect once kube-apiserver's informers see them: create until they do.
         for attempt in range(300):
             body = {**obj, "metadata": {**obj["metadata"], "name": f"{obj['metadata']['name']}-{attempt}"}}
-            stored = dict(admin.create(body))
-            if (stored["metadata"].get("labels") or {}).get("kueue.x-k8s.io/queue-name"):
-                return stored
+            with contextlib.suppress(ApiError):  # (a new CRD can take a moment to be served)
+                stored = dict(admin.create(body))
+                if (stored["metadata"].get("labels") or {}).get("kueue.x-k8s.io/queue-name"):
+                    return stored
             time.sleep(0.1)
         raise AssertionError("the admission policies never applied")
 
