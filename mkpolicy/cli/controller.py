@@ -15,7 +15,6 @@ Exit codes: 0 clean shutdown (SIGTERM), 1 invalid policies, 2 bad arguments or k
 from __future__ import annotations
 
 import argparse
-import sys
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -53,36 +52,18 @@ def run(args: argparse.Namespace) -> int:
     import signal
     import socket
 
-    from mkpolicy.check import CheckError, load_checked
-    from mkpolicy.cli.common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, error
+    from mkpolicy.cli.common import EXIT_OK, EXIT_USAGE, cluster_config, error, integration_adapters
     from mkpolicy.controller import Controller, ControllerOptions
     from mkpolicy.engine.workload import WorkloadOptions
     from mkpolicy.errors import MkpolicyError
     from mkpolicy.jsonlogs import setup_logging
     from mkpolicy.kube.client import KubeClient
-    from mkpolicy.kube.kubeconfig import load_kubeconfig, rest_config
-    from mkpolicy.kube.rest import in_cluster_config
 
+    adapters = integration_adapters(args.policies, "run")
+    if isinstance(adapters, int):
+        return adapters
     try:
-        adapters = load_checked([args.policies])
-    except CheckError as exc:
-        for problem in exc.problems:
-            print(problem, file=sys.stderr)
-        return EXIT_FINDINGS
-    if not any(a.integration is not None for a in adapters):
-        error(f"--policies {args.policies!r}: no policy has spec.integration; there is nothing to run")
-        return EXIT_FINDINGS
-    try:
-        if args.kubeconfig:
-            config = rest_config(
-                load_kubeconfig(args.kubeconfig),
-                args.kubeconfig,
-                kueue_rules=False,
-                base_dir=os.path.dirname(os.path.abspath(args.kubeconfig)),
-                context=args.context,
-            )
-        else:
-            config = in_cluster_config()
+        config = cluster_config(args.kubeconfig, args.context)
     except MkpolicyError as exc:
         error(str(exc))
         return EXIT_USAGE

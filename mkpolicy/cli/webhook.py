@@ -12,7 +12,6 @@ Exit codes: 0 clean shutdown (SIGTERM), 1 invalid policies, 2 bad arguments.
 from __future__ import annotations
 
 import argparse
-import sys
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -31,40 +30,24 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Serve until SIGTERM."""
     import asyncio
-    import os
     import signal
     import ssl
 
     from aiohttp import web
 
-    from mkpolicy.check import CheckError, load_checked
-    from mkpolicy.cli.common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, error
+    from mkpolicy.cli.common import EXIT_OK, EXIT_USAGE, cluster_config, error, integration_adapters
     from mkpolicy.controller.webhook import AdmissionWebhook, server_tls
     from mkpolicy.engine.admission_policies import AdmissionOptions
     from mkpolicy.errors import MkpolicyError
     from mkpolicy.jsonlogs import setup_logging
     from mkpolicy.kube.client import KubeClient
-    from mkpolicy.kube.kubeconfig import load_kubeconfig, rest_config
-    from mkpolicy.kube.rest import in_cluster_config
 
-    try:
-        adapters = load_checked([args.policies])
-    except CheckError as exc:
-        for problem in exc.problems:
-            print(problem, file=sys.stderr)
-        return EXIT_FINDINGS
-    if not any(a.integration is not None for a in adapters):
-        error(f"--policies {args.policies!r}: no policy has spec.integration; there is nothing to serve")
-        return EXIT_FINDINGS
+    adapters = integration_adapters(args.policies, "serve")
+    if isinstance(adapters, int):
+        return adapters
     try:
         tls = server_tls(args.tls_cert, args.tls_key)
-        if args.no_default_queue:
-            config = None
-        elif args.kubeconfig:
-            config = rest_config(load_kubeconfig(args.kubeconfig), args.kubeconfig, kueue_rules=False,
-                                 base_dir=os.path.dirname(os.path.abspath(args.kubeconfig)))  # fmt: skip
-        else:
-            config = in_cluster_config()
+        config = None if args.no_default_queue else cluster_config(args.kubeconfig)
     except (MkpolicyError, OSError, ssl.SSLError) as exc:
         error(str(exc))
         return EXIT_USAGE

@@ -230,6 +230,20 @@ def test_an_edited_suspended_job_updates_its_workload() -> None:
         asyncio.run(scenario())
 
 
+ORIGIN = "kueue.x-k8s.io/multikueue-origin"
+
+
+def create_prebuilt(srv: Any, name: str, count: int, labels: dict[str, str]) -> dict[str, Any]:
+    """A Workload named ``name`` of ``count`` pods (as MultiKueue creates it on a worker), then the
+    BatchRun naming it as its prebuilt Workload (with ``labels``)."""
+    pod_sets = [{"name": "main", "count": count, "template": batchrun()["spec"]["template"]}]
+    srv.create({"apiVersion": WL, "kind": "Workload", "metadata": {"name": name, "namespace": NS, "labels": labels},
+                "spec": {"queueName": "team-a-queue", "podSets": pod_sets}})  # fmt: skip
+    job = batchrun(labels=labels)
+    job["metadata"]["annotations"]["kueue.x-k8s.io/prebuilt-workload-name"] = name
+    return dict(srv.create(job))
+
+
 def test_prebuilt_workloads_are_adopted_on_a_worker() -> None:
     with server() as srv:
         kueue = Kueue(srv)
@@ -237,14 +251,7 @@ def test_prebuilt_workloads_are_adopted_on_a_worker() -> None:
         async def scenario() -> None:
             async with controller(srv):
                 # MultiKueue creates the Workload first, then the job naming it.
-                pod_sets = [{"name": "main", "count": 3, "template": batchrun()["spec"]["template"]}]
-                srv.create({"apiVersion": WL, "kind": "Workload",
-                            "metadata": {"name": "batchrun-nightly-etl-abcde", "namespace": NS,
-                                         "labels": {"kueue.x-k8s.io/multikueue-origin": "multikueue"}},
-                            "spec": {"queueName": "team-a-queue", "podSets": pod_sets}})  # fmt: skip
-                job = batchrun(labels={"kueue.x-k8s.io/multikueue-origin": "multikueue"})
-                job["metadata"]["annotations"]["kueue.x-k8s.io/prebuilt-workload-name"] = "batchrun-nightly-etl-abcde"
-                created = srv.create(job)
+                created = create_prebuilt(srv, "batchrun-nightly-etl-abcde", 3, {ORIGIN: "multikueue"})
                 wl = await eventually(lambda: (w := kueue.workload()) and w["metadata"].get("ownerReferences") and w,
                                       what="adopted")  # fmt: skip
                 assert wl["metadata"]["ownerReferences"][0]["uid"] == created["metadata"]["uid"]
@@ -264,13 +271,7 @@ def test_an_out_of_sync_prebuilt_workload_is_finished() -> None:
 
         async def scenario() -> None:
             async with controller(srv):
-                pod_sets = [{"name": "main", "count": 7, "template": batchrun()["spec"]["template"]}]
-                srv.create({"apiVersion": WL, "kind": "Workload",
-                            "metadata": {"name": "prebuilt", "namespace": NS},
-                            "spec": {"queueName": "team-a-queue", "podSets": pod_sets}})  # fmt: skip
-                job = batchrun()
-                job["metadata"]["annotations"]["kueue.x-k8s.io/prebuilt-workload-name"] = "prebuilt"
-                srv.create(job)
+                create_prebuilt(srv, "prebuilt", 7, {})  # 7 pods, the job runs 3
                 finished = await eventually(lambda: condition(kueue.workload(), "Finished"), what="finished")
                 assert (finished["reason"], finished["message"]) == (
                     "OutOfSync",
