@@ -137,7 +137,7 @@ def test_the_controller_needs_no_more_than_the_exported_rbac(kube: tuple[Any, st
                    "metadata": {"name": f"{prefix}-controller"},
                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"{prefix}-controller"},
                    "subjects": [{"kind": "ServiceAccount", "name": "controller", "namespace": namespace}]})  # fmt: skip
-    config = cluster.kubeconfig()
+    config: dict[str, Any] = cluster.kubeconfig()
 
     class AsServiceAccount:
         def kubeconfig(self) -> dict[str, Any]:
