@@ -16,7 +16,6 @@ import pytest
 import yaml
 
 pytest.importorskip("mkpolicy.testing.peers.multikueue", reason="the real-peer harness (mkpolicy.testing.peers)")
-
 from controller_harness import CRD, Kueue, batchrun, condition, controller, eventually
 from mkpolicy.testing.peers import build
 from mkpolicy.testing.peers.controlplane import ControlPlane
@@ -25,6 +24,9 @@ from mkpolicy.testing.peers.multikueue import KueueInstance, ensure_metrics_cert
 
 from mkpolicy.engine.workload import workload_name
 from mkpolicy.testing.apiserver import load_crds
+
+# (after the skip: the marks are registered where the harness is, with pytest-timeout)
+pytestmark = [pytest.mark.real_peers, pytest.mark.timeout(600)]
 
 VERSION = "v0.19.2"
 FRAMEWORK = "BatchRun.v1alpha1.batch.example.com"

@@ -16,13 +16,15 @@ import pytest
 import yaml
 
 pytest.importorskip("mkpolicy.testing.peers.controlplane", reason="the real-peer harness (mkpolicy.testing.peers)")
-
 from controller_harness import CRD, MARKER, POLICY, WL, Kueue, batchrun, client, condition, controller, eventually
 
 import mkpolicy.testing
 from mkpolicy.engine.admission_policies import AdmissionOptions, admission_manifests
 from mkpolicy.policy import load
 from mkpolicy.testing.apiserver import ApiError
+
+# (after the skip: the marks are registered where the harness is, with pytest-timeout)
+pytestmark = [pytest.mark.real_peers, pytest.mark.timeout(600)]
 
 KUEUE_CRDS = ("workloads", "resourceflavors", "localqueues", "clusterqueues")
 _names = itertools.count()
