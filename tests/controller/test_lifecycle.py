@@ -307,3 +307,41 @@ def test_a_running_job_edited_out_of_its_workload_is_stopped_and_requeued() -> N
                 assert "DeletedWorkload" in reasons
 
         asyncio.run(scenario())
+
+
+def test_a_running_job_its_user_suspends_is_put_on_hold() -> None:
+    """JobWithOnHold: the user's suspension releases the quota (QuotaReserved False, OnHold) and is
+    never lifted by Kueue; once the user resumes the job it is queued again."""
+    with server() as srv:
+        kueue = Kueue(srv)
+
+        async def scenario() -> None:
+            async with controller(srv):
+                srv.create(batchrun())
+                kueue.admit(await eventually(kueue.workload, what="the Workload"))
+                await eventually(lambda: kueue.job()["spec"]["suspend"] is False, what="started")
+                job = kueue.job()
+                job["spec"]["suspend"] = True  # the user pauses it
+                srv.update(job)
+                held = await eventually(
+                    lambda: (w := kueue.workload()) and condition(w, "QuotaReserved")["status"] == "False" and w,  # type: ignore[index]
+                    what="on hold")  # fmt: skip
+                assert condition(held, "QuotaReserved")["reason"] == "OnHold"  # type: ignore[index]
+                assert "admission" not in held["status"]
+                await asyncio.sleep(0.5)
+                assert MARKER not in (kueue.job()["metadata"].get("annotations") or {})
+                job = kueue.job()
+                job["spec"]["suspend"] = False  # the user resumes it
+                srv.update(job)
+                requeued = await eventually(
+                    lambda: (w := kueue.workload()) and condition(w, "QuotaReserved")["reason"] == "Pending" and w,  # type: ignore[index]
+                    what="queued again")  # fmt: skip
+                assert requeued["metadata"]["uid"] == held["metadata"]["uid"]
+                stopped = await eventually(
+                    lambda: (j := kueue.job())["spec"]["suspend"] is True and j, what="suspended by Kueue"
+                )
+                assert stopped["metadata"]["annotations"] == {MARKER: "true"}
+                kueue.admit(kueue.the_workload())
+                await eventually(lambda: kueue.job()["spec"]["suspend"] is False, what="started again")
+
+        asyncio.run(scenario())
