@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from mkpolicy.jsonlogs import fields, plain_error
-from mkpolicy.kube.client import ApiError, Gone, KubeClient, ResourceInfo
+from mkpolicy.kube.client import Gone, KubeClient, ResourceInfo
 
 log = logging.getLogger("mkpolicy.controller.informer")
 
@@ -157,10 +157,4 @@ def _newer(a: dict[str, Any], b: dict[str, Any]) -> bool:
         return False
 
 
-async def discover(client: KubeClient, api_version: str, kind: str) -> ResourceInfo:
-    """The resource serving ``kind`` (raises :class:`ApiError` when the server has none)."""
-    group, _, version = api_version.rpartition("/")
-    return await client.discover(group, version, kind)
-
-
-__all__ = ["ApiError", "Informer", "discover", "key_of"]
+__all__ = ["Informer", "key_of"]

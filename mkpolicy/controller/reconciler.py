@@ -59,7 +59,7 @@ from mkpolicy.engine.workload import (
     owner_reference,
 )
 from mkpolicy.errors import MkpolicyError
-from mkpolicy.jsonlogs import fields, plain_error
+from mkpolicy.jsonlogs import fields
 from mkpolicy.jsonvalues import copy_json
 from mkpolicy.kube.client import ApiError, KubeClient, ResourceInfo
 
@@ -545,4 +545,4 @@ def _key(wl: Mapping[str, Any]) -> str:
     return f"{meta.get('namespace')}/{meta.get('name')}"
 
 
-__all__ = ["ControllerOptions", "JobReconciler", "Requeue", "plain_error"]
+__all__ = ["ControllerOptions", "JobReconciler", "Requeue", "prebuilt_name"]
