@@ -20,7 +20,12 @@ client (this process, aiohttp with keep-alive over TLS, like client-go).
 * the transport under attack (peak RSS of the sidecar, goal: under the shipped 256Mi
   container limit with margin, <= 200 MiB): two LISTs at once of ``--list-objects``
   small ConfigMaps passed through, a flood of ``--flood`` idle TLS connections, 150
-  half-sent 1 MiB heads, a 16 MiB create body.
+  half-sent 1 MiB heads, a 16 MiB create body; and (issue 18, with the slowest
+  ``/healthz`` meanwhile, goal <= 100 ms; shown in the ratio column) 500 half-sent heads on
+  the ops port, 300 unauthenticated requests with 60 KiB paths, a 3 MiB CBOR create of
+  3 million values, twenty 3 MiB JSON creates at once, 120 clients that never read their
+  LIST. The bench's ConfigMap probes and history watch are widened in the sidecar's
+  ``wire.allow`` (Kueue sends neither).
 
 ``--uvloop`` runs the sidecar on uvloop's event loop instead of asyncio's (to compare).
 
@@ -65,6 +70,20 @@ ORIGIN = "kueue.x-k8s.io/multikueue-origin"
 PREBUILT = "kueue.x-k8s.io/prebuilt-workload-name"
 #: POSTs per side before the measured ones.
 POST_WARMUP = 10
+#: The bench's pass-through probes (ConfigMap GETs and LISTs, a watch replaying history) are not
+#: requests Kueue sends: the sidecar's wire contract is widened for them, explicitly.
+BENCH_WIRE = {
+    "allow": [
+        {"reason": "bench: pass-through probes", "verbs": ["get", "list"], "group": "", "resource": "configmaps"},
+        {
+            "reason": "bench: a watch replaying history",
+            "verbs": ["watch"],
+            "group": "tekton.dev",
+            "resource": "pipelineruns",
+            "query": ["watch", "resourceVersion", "timeoutSeconds"],
+        },
+    ]
+}
 
 
 # -- the clusters (child process) ------------------------------------------------------------
@@ -370,6 +389,117 @@ class PeakRss:
         self.peak = max(self.peak, rss_mib(self.pid))
 
 
+#: The /healthz prober (its own process, so that the bench's attack clients do not slow its timing):
+#: probes every 20 ms until its stdin closes, then prints the slowest answer in ms (10 s: none came).
+HEALTHZ_PROBER = """
+import socket, sys, threading, time
+port, worst, done = int(sys.argv[1]), 0.0, threading.Event()
+threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
+while not done.is_set():
+    t0 = time.perf_counter()
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(b"GET /healthz HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n")
+            while s.recv(65536):
+                pass
+        worst = max(worst, (time.perf_counter() - t0) * 1000)
+    except OSError:
+        worst = max(worst, 10000.0)
+    time.sleep(0.02)
+print(worst)
+"""
+
+
+class Healthz:
+    """The slowest ``/healthz`` answer of the ops port while the ``async with`` block runs (a probe every
+    20 ms from a process of its own)."""
+
+    def __init__(self, ops: int) -> None:
+        self.ops = ops
+        self.worst_ms = 0.0
+        self._proc: subprocess.Popen[str] | None = None
+
+    async def __aenter__(self) -> Healthz:
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", HEALTHZ_PROBER, str(self.ops)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        await asyncio.sleep(0.1)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._proc is not None
+        out, _ = await asyncio.to_thread(self._proc.communicate, "")
+        self.worst_ms = float(out.strip() or 10000.0)
+
+
+async def issue18_attacks(side: Side, pid: int, ops: int) -> dict[str, float]:
+    """Peak RSS (MiB) and the slowest /healthz (ms) under the attacks of issue 18: an ops-port flood of
+    half-sent heads, unauthenticated requests with 64 KiB paths, a 3 MiB CBOR create of tiny values,
+    twenty 3 MiB JSON creates at once, clients that stop reading a LIST."""
+    from urllib.parse import urlsplit
+
+    import cbor2
+
+    url = urlsplit(side.base)
+    host, port = url.hostname or "127.0.0.1", url.port or 443
+    out: dict[str, float] = {}
+
+    async def send(raw: bytes, where: tuple[str, int], tls: bool, seconds: float, read: bool = True) -> bytes:
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(*where, ssl=side.ssl if tls else None), 10)
+        except (OSError, ssl.SSLError, TimeoutError):
+            return b""
+        try:
+            writer.write(raw)
+            if not read:
+                await asyncio.sleep(seconds)
+                return b""
+            return await asyncio.wait_for(reader.read(), seconds)
+        except (OSError, ssl.SSLError, TimeoutError):
+            return b""
+        finally:
+            writer.close()
+
+    async def row(name: str, work: Any) -> None:
+        async with PeakRss(pid) as peak, Healthz(ops) as health:
+            await work
+        out[f"rss_{name}_mib"], out[f"healthz_{name}_ms"] = peak.peak, health.worst_ms
+
+    half = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX: " + b"a" * (60 * 1024)
+    await row("ops_flood", asyncio.gather(*(send(half, ("127.0.0.1", ops), False, 3.0) for _ in range(500))))
+    long_path = b"GET /api/v1/namespaces/" + b"x" * (60 * 1024) + b" HTTP/1.1\r\nHost: x\r\n\r\n"
+    await row("long_paths", asyncio.gather(*(send(long_path, (host, port), True, 10.0) for _ in range(300))))
+
+    def create(body: bytes, kind: str) -> bytes:
+        head = (
+            f"POST {PR_PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: {side.headers['Authorization']}\r\n"
+            f"Content-Type: {kind}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        )
+        return head.encode() + body
+
+    tiny = {"apiVersion": "tekton.dev/v1", "kind": "PipelineRun", "metadata": {"name": "x"}, "spec": {}}
+    cbor_body = cbor2.dumps({**tiny, "spec": {"x": [0] * (3 * 1024 * 1024 - 100)}})
+    answers: list[bytes] = []
+
+    async def keep(coro: Any) -> None:
+        answers.append(await coro)
+
+    await row("cbor_create", keep(send(create(cbor_body, "application/cbor"), (host, port), True, 60.0)))
+    out["cbor_create_status"] = float(answers[-1][9:12] or 0)
+    json_body = json.dumps({**tiny, "spec": {"x": [0] * (3 * 1024 * 1024 // 2 - 100)}}).encode()
+    json_creates = [send(create(json_body, "application/json"), (host, port), True, 60.0) for _ in range(20)]
+    await row("json_creates", keep(asyncio.gather(*json_creates)))
+    list_path = "/api/v1/namespaces/list/configmaps"
+    listing = f"GET {list_path} HTTP/1.1\r\nHost: x\r\nAuthorization: {side.headers['Authorization']}\r\n\r\n".encode()
+    await row(
+        "stalled_readers", asyncio.gather(*(send(listing, (host, port), True, 5.0, read=False) for _ in range(120)))
+    )
+    return out
+
+
 async def attacks(side: Side, pid: int, flood: int) -> dict[str, float]:
     """Peak RSS of the sidecar under each attack of issue 12 on its transport (MiB)."""
     from urllib.parse import urlsplit
@@ -453,6 +583,7 @@ def start_sidecar(tmp: Path, info: dict[str, Any], reads: str) -> tuple[subproce
                 "manager": {"kubeconfig": str(tmp / "manager.kubeconfig"), "reads": reads},
                 "workers": [{"name": "worker1", "kubeconfig": {"file": str(tmp / "worker1.kubeconfig")}}],
                 "state": {"dir": None},
+                "wire": BENCH_WIRE,
                 "logging": {"level": "warning"},
             }
         )
@@ -661,6 +792,7 @@ def main() -> int:
                     "ops": {"address": "127.0.0.1", "port": ops},
                     "manager": {"kubeconfig": str(tmp / "manager.kubeconfig")},
                     "workers": [{"name": "worker1", "kubeconfig": {"file": str(tmp / "worker1.kubeconfig")}}],
+                    "wire": BENCH_WIRE,
                     "logging": {"level": "warning"},
                 }
             )
@@ -724,6 +856,7 @@ def main() -> int:
                 hog.wait()
         rss_cached = rss_mib(sidecar_proc.pid)  # before the attacks grow the heap
         results.update(asyncio.run(attacks(side, sidecar_proc.pid, args.flood)))
+        results.update(asyncio.run(issue18_attacks(side, sidecar_proc.pid, ops)))
         with urllib.request.urlopen(f"http://127.0.0.1:{ops}/metrics", timeout=5) as resp:
             metrics = resp.read().decode()
         results["manager_reads"] = {
@@ -854,6 +987,17 @@ def main() -> int:
         ("RSS, 150 half-sent 1 MiB heads", "rss_half_heads_mib"),
     ):
         rows.append((label, f"{r['rss_idle_mib']:.0f} MiB", f"{r[key]:.0f} MiB", "", "<= 200 MiB", r[key] <= 200))
+    for label, name in (
+        ("ops port: 500 half-sent heads", "ops_flood"),
+        ("300 unauthenticated 60 KiB paths", "long_paths"),
+        ("a 3 MiB CBOR create (3M values)", "cbor_create"),
+        ("20 3 MiB JSON creates at once", "json_creates"),
+        ("120 LISTs never read", "stalled_readers"),
+    ):
+        rss, health = r[f"rss_{name}_mib"], r[f"healthz_{name}_ms"]
+        goal = "<= 200 MiB, /healthz <= 100 ms"
+        idle = f"{r['rss_idle_mib']:.0f} MiB"
+        rows.append((f"RSS, {label}", idle, f"{rss:.0f} MiB", f"{health:.0f} ms", goal, rss <= 200 and health <= 100))
     print(f"{'measure':32} {'direct':>12} {'sidecar':>12} {'ratio':>10}  goal")
     for name, d, s, ratio_text, goal, ok in rows:
         mark = "" if ok is None else ("  ok" if ok else "  MISSED")

@@ -53,6 +53,9 @@ def setup_logging(level: str = "info", stream: TextIO | None = None) -> None:
     root.setLevel(logging.WARNING)
     ours.setLevel(level.upper())
     ours.propagate = True
+    # Re-armed: captureWarnings(True) does nothing when an earlier call is still recorded,
+    # even if warnings.showwarning was replaced since (by warnings.catch_warnings, pytest).
+    logging.captureWarnings(False)
     logging.captureWarnings(True)
     # aiohttp's access log duplicates ours.
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)

@@ -150,8 +150,11 @@ def check_depth(
         # reach the depth count. The pure-Python parser has no such limit: it says whether
         # the text nests deeper than ours before libyaml's error, so the refusal is the same
         # whatever libyaml the machine has.
+        # Only what libyaml read is parsed again: the pure-Python scanner is slow on deep input.
+        mark = exc.problem_mark or exc.context_mark
+        seen = text[: mark.index + 1] if mark is not None else text
         with contextlib.suppress(yaml.YAMLError):
-            _scan_events(yaml.parse(text, Loader=yaml.SafeLoader), source, max_depth, max_events, events_message)
+            _scan_events(yaml.parse(seen, Loader=yaml.SafeLoader), source, max_depth, max_events, events_message)
         if syntax_errors:
             raise _malformed(exc, source) from None
     except yaml.YAMLError as exc:

@@ -1,4 +1,4 @@
-"""The README's policy is what it says: valid, and clean under every lint rule with its schema."""
+"""The README is what it says: its policy lints clean with its schema, its test command is what CI runs."""
 
 from __future__ import annotations
 
@@ -22,3 +22,12 @@ def test_the_readme_policy_lints_clean_with_its_schema(tmp_path: Path) -> None:
     (tmp_path / "policies" / "readme.yaml").write_text(policy)
     result = check_paths([str(tmp_path / "policies" / "readme.yaml")])
     assert (result.input_errors, [f.report() for f in result.findings]) == ([], [])
+
+
+def test_ci_runs_the_readmes_test_command_verbatim() -> None:
+    """The second command of the README's first lines is what .ci/run runs."""
+    readme = (ROOT / "README.md").read_text().splitlines()
+    commands = [line.split("#", 1)[0].strip() for line in readme[:8] if line.startswith("pip install")]
+    assert len(commands) == 2, commands
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert commands[1] in [line.strip() for line in ci], f".ci/run does not run {commands[1]!r}"

@@ -1,39 +1,80 @@
-"""Print configuration for a set of policies.
+"""Print configuration for a set of policies, or write the manifests that deploy the sidecar.
 
 kueue-config: the multiKueue.externalFrameworks entries of Kueue's Configuration.
 rbac: a ClusterRole for the manager side (each GVK and its /status: get, list, watch,
-      patch, update) and one for the workers' service account (each GVK: create,
-      delete, get, list, watch; /status: get).
+      update, patch), one for the workers' service account (each GVK: get, list, watch,
+      create, delete; /status: get) and the sidecar's own (the manager's objects of each
+      GVK, Events; with --config also the workers' Secrets and Kueue's configuration in
+      its namespace, and what --wire rewrites).
+deploy: writes to -o DIR a kustomize component for Kueue's Deployment (the sidecar
+      container, its volumes, the policies and config ConfigMaps, every role above,
+      bound), the workers' RBAC, and with --kueue a kustomization over a local copy of
+      Kueue's manifests. It renders offline: `kubectl apply --server-side -k DIR`.
+
+wire-contract: the sidecar's wire contract (what it forwards to a worker) as a Markdown
+      table (docs/architecture.md holds it).
 controller-rbac: the ClusterRoles of mkpolicy controller for the policies with
       spec.integration, and the read access Kueue's service account needs on their kinds.
 admission: for each policy with spec.integration, the MutatingAdmissionPolicies and
       ValidatingAdmissionPolicies (and bindings) of Kueue's job webhook: the default
       LocalQueue, suspension at creation (marked suspended-by-kueue), managedBy
-      (--managed-by), Kueue's job validation.
+      (--managed-by), Kueue's job validation; with --webhook, the webhook configurations
+      calling 'mkpolicy webhook' instead.
 
 Policies that stock Kueue's generic adapter cannot carry (managedBy elsewhere than
 /spec/managedBy, no status subresource) and kinds Kueue adapts natively are left out
-with a comment saying why; --all keeps them. Exit code 0, 1 when a policy does not
-load, 2 for unreadable paths.
+of the roles with a comment saying why; --all keeps them. Exit code 0, 1 when a policy
+does not load, 2 for unreadable paths, an invalid --config or what deploy cannot render.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
+
+from mkpolicy import __version__
+
+if TYPE_CHECKING:
+    from mkpolicy.policy import FrameworkPolicy
+    from mkpolicy.sidecar.config import SidecarConfig
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``mkpolicy export``."""
-    parser.add_argument("what", choices=("kueue-config", "rbac", "admission", "controller-rbac"), help="what to print")
+    parser.add_argument(
+        "what",
+        choices=("kueue-config", "rbac", "deploy", "wire-contract", "admission", "controller-rbac"),
+        help="what to print or write",
+    )
     parser.add_argument(
         "--policies", default="policies", metavar="DIR", help="policy file or directory (default: policies)"
     )
     parser.add_argument("--all", action="store_true", help="include policies stock Kueue cannot carry")
     parser.add_argument(
-        "--name-prefix", default="mkpolicy", help="prefix of the ClusterRole or policy names (default: mkpolicy)"
+        "--name-prefix", default="mkpolicy", help="prefix of the role and ConfigMap names (default: mkpolicy)"
     )
+    parser.add_argument(
+        "--config", metavar="FILE", help="the SidecarConfig (required by deploy; rbac: adds the namespaced roles)"
+    )
+    deploy = parser.add_argument_group("deploy")
+    deploy.add_argument("-o", "--output-dir", default="mkpolicy-deploy", metavar="DIR",
+                        help="where deploy writes (default: mkpolicy-deploy)")  # fmt: skip
+    deploy.add_argument(
+        "--kueue", metavar="FILE", help="your local copy of Kueue's manifests (a kustomization over it)"
+    )
+    deploy.add_argument("--image", default=f"ghcr.io/mkpolicy/mkpolicy:{__version__}", help="the sidecar's image")
+    deploy.add_argument("--no-wire", dest="wire", action="store_false", help="without --wire (wire by hand)")
+    deploy.add_argument(
+        "--worker-service-account", default="kueue-system/multikueue-sa", metavar="NS/NAME",
+        help="the identity of the worker kubeconfigs (default: kueue-system/multikueue-sa, Kueue's setup script)",
+    )  # fmt: skip
+    deploy.add_argument(
+        "--kueue-service-account", default="kueue-controller-manager", metavar="NAME",
+        help="Kueue's service account in manager.namespace (default: kueue-controller-manager)",
+    )  # fmt: skip
     admission = parser.add_argument_group("admission")
     admission.add_argument(
         "--map-version",
@@ -66,12 +107,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the requested configuration."""
-    from mkpolicy.cli.common import EXIT_OK, report_policy_error
+    """Print the requested configuration, or write the deploy directory."""
+    from mkpolicy.cli.common import EXIT_OK, EXIT_USAGE, error, report_policy_error
     from mkpolicy.errors import PolicyError
-    from mkpolicy.lint.export import kueue_config, rbac, select
+    from mkpolicy.lint.export import kueue_config, select
     from mkpolicy.policy import load
+    from mkpolicy.sidecar.config import ConfigError, load_config
 
+    if args.what == "wire-contract":
+        from mkpolicy.sidecar.contract import render_markdown
+
+        sys.stdout.write(render_markdown())
+        return EXIT_OK
     try:
         policies = load(args.policies)
     except PolicyError as exc:
@@ -83,16 +130,87 @@ def run(args: argparse.Namespace) -> int:
 
         sys.stdout.write(controller_rbac(policies, args.name_prefix))
         return EXIT_OK
-    if args.what == "kueue-config":
-        sys.stdout.write(kueue_config(policies, args.all))
-    else:
-        sys.stdout.write(rbac(policies, args.all, args.name_prefix))
+    config: SidecarConfig | None = None
+    if args.config is not None:
+        try:
+            config = load_config(args.config)
+        except ConfigError as exc:
+            for problem in exc.problems:
+                print(problem, file=sys.stderr)
+            return EXIT_USAGE
     if all(s.skipped is not None for s in select(policies, args.all)):
         print("warning: no policy can be carried by stock Kueue; use --all to export them anyway", file=sys.stderr)
+    if args.what == "kueue-config":
+        sys.stdout.write(kueue_config(policies, args.all))
+    elif args.what == "rbac":
+        sys.stdout.write(_rbac(args, policies, config))
+    elif config is None:
+        error("export deploy: --config FILE is required (the SidecarConfig the sidecar runs with)")
+        return EXIT_USAGE
+    else:
+        return _deploy(args, policies, config)
     return EXIT_OK
 
 
-def _admission(args: argparse.Namespace, policies: list[Any]) -> int:
+def _rbac(args: argparse.Namespace, policies: list[FrameworkPolicy], config: SidecarConfig | None) -> str:
+    from mkpolicy.cli.deploy_rbac import sidecar_roles
+    from mkpolicy.lint.export import dump_stream, kinds, kueue_roles, rbac_header, select
+
+    selected = select(policies, args.all)
+    prefix = args.name_prefix
+    if config is None:
+        extra = [
+            f"{prefix}-sidecar: on the manager, bind it to Kueue's service account too: the sidecar runs",
+            "  in Kueue's pod. --config FILE adds the Role for the workers' Secrets and what --wire rewrites.",
+        ]
+    else:
+        extra = [
+            f"{prefix}-sidecar (ClusterRole and Role in {config.manager.namespace}), {prefix}-sidecar-wiring: on",
+            "  the manager, bind them to Kueue's service account too: the sidecar runs in Kueue's pod.",
+        ]
+    documents = kueue_roles(selected, prefix) + sidecar_roles(config, kinds(selected), prefix)
+    return dump_stream(rbac_header(prefix, selected, extra), documents)
+
+
+def _deploy(args: argparse.Namespace, policies: list[FrameworkPolicy], config: SidecarConfig) -> int:
+    from mkpolicy.cli.common import EXIT_OK, EXIT_USAGE
+    from mkpolicy.cli.deploy_render import DeployError, DeployOptions, render
+    from mkpolicy.lint.export import select
+
+    if "/" not in args.worker_service_account:
+        print(f"error: --worker-service-account {args.worker_service_account!r}: expected NAMESPACE/NAME",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_USAGE
+    options = DeployOptions(
+        config_path=args.config,
+        image=args.image,
+        wire=args.wire,
+        kueue=args.kueue,
+        prefix=args.name_prefix,
+        kueue_service_account=args.kueue_service_account,
+        worker_service_account=args.worker_service_account,
+    )
+    try:
+        rendered = render(policies, select(policies, args.all), config, options)
+    except DeployError as exc:
+        for problem in exc.problems:
+            print(problem.report(), file=sys.stderr)
+        return EXIT_USAGE
+    out = args.output_dir
+    for stale in ("sidecar/policies", "kueue"):  # files of an earlier export that may be gone now
+        shutil.rmtree(os.path.join(out, stale), ignore_errors=True)
+    for name, text in sorted(rendered.files.items()):
+        path = os.path.join(out, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    for note in rendered.notes:
+        print(f"note: {note}", file=sys.stderr)
+    print(f"wrote {out}/: kubectl apply --server-side -k {out if args.kueue else out + '/sidecar (as a component)'}")
+    return EXIT_OK
+
+
+def _admission(args: argparse.Namespace, policies: list[FrameworkPolicy]) -> int:
     from mkpolicy.cli.common import EXIT_OK, EXIT_USAGE, report_policy_error
     from mkpolicy.engine.admission_policies import (
         AdmissionOptions,

@@ -15,10 +15,15 @@ Secrets when the manager is reachable), reads Kueue's configuration from the man
 (ConfigMap kueue-manager-config, the Deployment's image for Kueue's version) and says
 which valid policies the sidecar skips and why, which policy names another version than
 Kueue's externalFrameworks entry, which ports collide with Kueue's in its pod, then
-exits. --init-state DIR writes the CA, serving certificate and worker tokens to DIR
-and exits: several Kueue replicas then share them (a Secret mounted as state.dir).
+verifies with SelfSubjectAccessReviews on the manager and every worker the RBAC the sidecar
+and Kueue's requests need for the policy kinds (each missing permission with the cluster,
+verb and resource), prints the wire contract in force (every request shape forwarded to a
+worker; anything else is answered 403, see wire.allow), then exits. --init-state DIR writes
+the CA, serving certificate and worker tokens to DIR and exits: several Kueue replicas then
+share them (a Secret mounted as state.dir).
 
-Exit codes: 0 clean shutdown, 1 invalid policies, 2 invalid configuration or kubeconfig.
+Exit codes: 0 clean shutdown, 1 invalid policies, 2 invalid configuration or kubeconfig
+(--check: also a missing permission).
 """
 
 from __future__ import annotations
@@ -29,7 +34,10 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from mkpolicy.engine import Adapter
+    from mkpolicy.kube.rest import RestConfig
     from mkpolicy.sidecar.config import SidecarConfig
+    from mkpolicy.sidecar.contract import Contract
+    from mkpolicy.sidecar.kueueconfig import KueueInfo
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -155,13 +163,16 @@ async def check(config: SidecarConfig, adapters: list[Adapter]) -> int:
     """``--check``: the worker kubeconfigs, Kueue's configuration and the policies, reported.
 
     Reads what it can from the manager (Kueue's ConfigMap and Deployment, Secret-held
-    kubeconfigs); without a manager connection it says what it could not check. Exits 2
-    when a worker kubeconfig is refused; warnings do not fail.
+    kubeconfigs) and verifies the RBAC of the manager and each worker with
+    SelfSubjectAccessReviews (:mod:`mkpolicy.sidecar.access`); without a manager connection
+    it says what it could not check. Exits 2 when a worker kubeconfig is refused or a
+    permission the sidecar or Kueue needs is missing; warnings do not fail.
     """
     from mkpolicy.cli.common import EXIT_OK, EXIT_USAGE
     from mkpolicy.errors import MkpolicyError
     from mkpolicy.kube.client import KubeClient
     from mkpolicy.sidecar import manager_rest_config
+    from mkpolicy.sidecar.access import check_access
     from mkpolicy.sidecar.kueueconfig import (
         Finding,
         KueueInfo,
@@ -182,6 +193,7 @@ async def check(config: SidecarConfig, adapters: list[Adapter]) -> int:
     except MkpolicyError as exc:  # no manager connection (not in a pod, no kubeconfig)
         kueue = configured(KueueInfo(unread=[f"no manager connection: {exc.message}"]), config)
     failed = False
+    reachable: dict[str, RestConfig] = {}  # the workers whose kubeconfig was accepted (for the RBAC check)
     try:
         metrics = Metrics()
         for worker in config.workers:
@@ -193,6 +205,7 @@ async def check(config: SidecarConfig, adapters: list[Adapter]) -> int:
             await link.upstream.close()
             if link.problem is None:
                 print(f"worker {worker.name}: ok: {link.source}")
+                reachable[worker.name] = link.upstream.config
             else:
                 failed = True
                 print(f"worker {worker.name}: error: {link.problem}", file=sys.stderr)
@@ -209,6 +222,8 @@ async def check(config: SidecarConfig, adapters: list[Adapter]) -> int:
         print(f"policy {adapter.name}: skipped ({adapter.gvk}): stock Kueue cannot carry it: {reason}")
     findings = policy_findings(kueue, [(a.name, a.gvk) for a in carried])
     findings += port_findings(kueue, sidecar_ports(config))
+    if manager is not None:  # RBAC, with SelfSubjectAccessReviews (a client of its own: the first is closed)
+        findings += await check_access(config, manager.config, reachable, [a.gvk for a in carried])
     if config.shutdown.grace_period_seconds >= 10:
         findings.append(
             Finding(
@@ -223,4 +238,21 @@ async def check(config: SidecarConfig, adapters: list[Adapter]) -> int:
         )
     for finding in findings:
         print(f"{finding.level}: {finding.message}")
+    failed = failed or any(f.level == "error" for f in findings)
+    for line in contract_in_force(config, kueue, carried).lines():
+        print(line)
     return EXIT_USAGE if failed else EXIT_OK
+
+
+def contract_in_force(config: SidecarConfig, kueue: KueueInfo, adapters: list[Adapter]) -> Contract:
+    """The wire contract the sidecar would hold to (the policies' resources guessed from their kinds,
+    as apimachinery guesses them; the sidecar itself uses the manager's discovery)."""
+    from mkpolicy.kube.client import ResourceInfo
+    from mkpolicy.sidecar.contract import build, guess_resource
+    from mkpolicy.sidecar.policies import Entry, PolicySet
+
+    entries = tuple(
+        Entry(a, ResourceInfo(a.gvk.group, a.gvk.version, a.gvk.kind, guess_resource(a.gvk.kind), True))
+        for a in adapters
+    )
+    return build(kueue, PolicySet(entries, "check"), config.wire.allow, config.wire.allow_paths)

@@ -22,13 +22,13 @@ from mkpolicy.controller.events import EventRecorder
 from mkpolicy.controller.informer import Informer, key_of
 from mkpolicy.controller.leader import LeaderElector
 from mkpolicy.controller.metrics import ControllerMetrics
+from mkpolicy.controller.ops import ops_app
 from mkpolicy.controller.queue import WorkQueue
 from mkpolicy.controller.reconciler import ControllerOptions, JobReconciler, Requeue, prebuilt_name
 from mkpolicy.engine import Adapter
 from mkpolicy.errors import MkpolicyError
 from mkpolicy.jsonlogs import fields, plain_error
 from mkpolicy.kube.client import KubeClient
-from mkpolicy.opsendpoints import ops_app
 
 log = logging.getLogger("mkpolicy.controller")
 

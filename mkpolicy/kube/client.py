@@ -81,21 +81,34 @@ class KubeClient:
     """An async client for one API server. Use as ``async with KubeClient(cfg) as c``."""
 
     def __init__(self, config: RestConfig, *, timeout: float = 30.0, user_agent: str = "mkpolicy") -> None:
-        self.config = config
-        self._tokens = TokenSource(config)
         self._timeout = timeout
         self._user_agent = user_agent
         self._session: aiohttp.ClientSession | None = None
-        self._ssl = config.ssl_context()
+        #: Sessions of earlier configurations (requests and watches in flight end on them); closed by :meth:`close`.
+        self._retired: list[aiohttp.ClientSession] = []
+        self._configure(config)
+
+    def reconfigure(self, config: RestConfig) -> None:
+        """Use ``config`` from the next request on (a rotated CA, certificate or server); requests and
+        watches in flight finish on the connections they have."""
+        self._configure(config)
+        if self._session is not None:
+            self._retired.append(self._session)
+            self._session = None
+
+    def _configure(self, config: RestConfig) -> None:
+        """Take ``config`` up (RestConfigError, and nothing changed, when it cannot be used)."""
+        tokens = TokenSource(config)
+        context = config.ssl_context()
         parts = urlsplit(config.server)
-        #: The server URL without user info (that authenticates through :meth:`headers`).
-        self._base = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
-        self._proxy = config.proxy_url
-        if self._proxy and urlsplit(self._proxy).scheme.lower() not in ("http", "https"):
+        proxy = config.proxy_url
+        # The server URL without user info (that authenticates through :meth:`headers`).
+        base = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+        if proxy and urlsplit(proxy).scheme.lower() not in ("http", "https"):
             raise RestConfigError(
-                f"proxy-url {self._proxy!r} of {self._base}: mkpolicy's API client reaches servers through "
-                "http(s) proxies only"
+                f"proxy-url {proxy!r} of {base}: mkpolicy's API client reaches servers through http(s) proxies only"
             )
+        self.config, self._tokens, self._ssl, self._base, self._proxy = config, tokens, context, base, proxy
 
     async def __aenter__(self) -> KubeClient:
         return self
@@ -127,6 +140,9 @@ class KubeClient:
 
     async def close(self) -> None:
         """Close the connection pool."""
+        retired, self._retired = self._retired, []
+        for session in retired:
+            await session.close()
         if self._session is not None:
             await self._session.close()
             self._session = None

@@ -20,6 +20,23 @@ def private_dir(path: str) -> None:
     os.chmod(path, 0o700)  # an existing directory keeps its mode otherwise
 
 
+class UnsafeFile(Exception):
+    """A file holding secrets that others may have written (its mode or owner): it is not trusted."""
+
+
+def read_secret(path: str) -> bytes:
+    """The contents of a secret file, refused (:class:`UnsafeFile`) when a group or others may write
+    it or it belongs to another user than this process's (or root): a token or key planted there
+    would be trusted. OSError when it cannot be read (FileNotFoundError: absent)."""
+    with open(path, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if st.st_mode & 0o022:
+            raise UnsafeFile(f"{path}: mode {st.st_mode & 0o777:04o} lets others write it; expected 0600 or 0400")
+        if st.st_uid not in (os.getuid(), 0):
+            raise UnsafeFile(f"{path}: owned by uid {st.st_uid}; expected this process's ({os.getuid()}) or root's")
+        return fh.read()
+
+
 def write_secret(path: str, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically, readable and writable by the owner only. OSError when it fails."""
     directory = os.path.dirname(os.path.abspath(path))

@@ -123,9 +123,18 @@ def split_path(path: str) -> tuple[str, ...]:
     return tuple(path.split("/")) if path else ()
 
 
-@functools.lru_cache(maxsize=4096)
+#: Paths up to this length are cached (clients repeat them); longer ones are parsed each time,
+#: so that the cache holds at most ``4096 * CACHED_PATH`` bytes whatever clients send.
+CACHED_PATH = 512
+
+
 def _parse_path(raw_path: str) -> tuple[str, tuple[str, ...], str | None]:
-    # Cached: clients repeat the same paths (GETs of the same objects, list and watch loops).
+    if len(raw_path) <= CACHED_PATH:
+        return _parse_path_cached(raw_path)
+    return _parse_path_uncached(raw_path)
+
+
+def _parse_path_uncached(raw_path: str) -> tuple[str, tuple[str, ...], str | None]:
     if any(ord(c) < 0x21 or ord(c) > 0x7E for c in raw_path):
         raise TargetError("the request target holds a control, space or non-ASCII character")
     if not raw_path.startswith("/") or "#" in raw_path:
@@ -133,7 +142,7 @@ def _parse_path(raw_path: str) -> tuple[str, tuple[str, ...], str | None]:
     path = _unescape(raw_path, False)
     parts = split_path(path)
     ambiguous: str | None = None
-    raw_parts = raw_path.strip("/").split("/")
+    raw_parts = raw_path.strip("/").split("/") if raw_path.strip("/") else []  # "/": no segment
     if len(raw_parts) != len(parts):
         ambiguous = "an encoded '/' (%2F) in the path"
     elif raw_path != "/" and (raw_path.endswith("/") or "" in parts):
@@ -141,6 +150,10 @@ def _parse_path(raw_path: str) -> tuple[str, tuple[str, ...], str | None]:
     elif "." in parts or ".." in parts:
         ambiguous = "a '.' or '..' path segment"
     return path, parts, ambiguous
+
+
+# Cached: clients repeat the same paths (GETs of the same objects, list and watch loops).
+_parse_path_cached = functools.lru_cache(maxsize=4096)(_parse_path_uncached)
 
 
 def parse_target(target: str) -> RequestTarget:

@@ -5,6 +5,7 @@ Modules, one job each:
 * ``config`` — the ``SidecarConfig`` file (pydantic), validated at start;
 * ``endpoints`` — CA, serving certificate and tokens; the kubeconfig Kueue gets per worker;
 * ``paths`` — which resource and verb a Kubernetes REST path addresses;
+* ``contract`` — the wire contract: the request shapes Kueue sends a worker (all that is forwarded);
 * ``transform`` — the policy's create/sync applied to objects on the wire;
 * ``execution`` — where evaluations run (inline when proven fast, else on threads);
 * ``status`` — Kubernetes ``Status`` error bodies;

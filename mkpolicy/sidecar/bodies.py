@@ -13,6 +13,7 @@ transformed copy is sent to the worker as JSON.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import datetime as _dt
 import math
@@ -30,6 +31,24 @@ CBOR = "application/cbor"
 MAX_DEPTH = 400
 
 _INT64 = (-(2**63), 2**63 - 1)
+#: Most values (scalars, strings, arrays, maps) in one body: a real job's object holds thousands. Counted
+#: before decoding (JSON: its commas and brackets, CBOR: its item heads), so that a decoded body's memory
+#: (about 100 bytes a value) and time are bounded whatever its 3 MiB hold.
+MAX_VALUES = 250_000
+#: Bodies larger than this are decoded on a thread (two at a time): the event loop keeps answering.
+THREADED = 256 * 1024
+_DECODES: asyncio.Semaphore | None = None
+
+
+async def decode_body(raw: bytes, content_type: str | None) -> Any:
+    """:func:`decode`, on a thread for a large body (at most two such decodes at once)."""
+    global _DECODES
+    if len(raw) <= THREADED:
+        return decode(raw, content_type)
+    if _DECODES is None:
+        _DECODES = asyncio.Semaphore(2)
+    async with _DECODES:
+        return await asyncio.to_thread(decode, raw, content_type)
 
 
 def media_type(content_type: str | None) -> str:
@@ -41,6 +60,9 @@ def decode(raw: bytes, content_type: str | None) -> Any:
     """The JSON value of a request body; StatusError 415 for other media types, 400 for bad bodies."""
     kind = media_type(content_type)
     if kind == JSON:
+        values = raw.count(b",") + raw.count(b"[") + raw.count(b"{") + 1
+        if values > MAX_VALUES:
+            raise _too_many(f"about {values}")
         try:
             return loads_kube(raw)  # numbers as Kubernetes' Go decoding reads them
         except ValueError as exc:
@@ -54,6 +76,7 @@ def decode(raw: bytes, content_type: str | None) -> Any:
 
 def decode_cbor(raw: bytes) -> Any:
     """One CBOR data item (a leading self-described CBOR tag allowed) as a JSON value."""
+    cbor_values(raw, MAX_VALUES)
     try:
         value = cbor2.loads(raw, tag_hook=_tag, max_depth=MAX_DEPTH, allow_duplicate_keys=False)
     except StatusError:
@@ -61,6 +84,61 @@ def decode_cbor(raw: bytes) -> Any:
     except (cbor2.CBORDecodeError, ValueError, RecursionError) as exc:
         raise StatusError(400, f"mkpolicy sidecar: the body is not valid CBOR: {exc}") from None
     return _json(value, "")
+
+
+def _too_many(found: str) -> StatusError:
+    return StatusError(413, f"mkpolicy sidecar: the body holds {found} values; at most {MAX_VALUES} are decoded")
+
+
+def cbor_values(raw: bytes, limit: int) -> int:
+    """The number of data items in ``raw`` (RFC 8949 item heads walked, nothing decoded); StatusError
+    413 as soon as it exceeds ``limit``, 400 when the heads are malformed or cut short."""
+    i, n, count = 0, len(raw), 0
+    stack = [1]  # items left in each open container (-1: indefinite length, until a break)
+    while stack:
+        top = stack[-1]
+        if top == 0:
+            stack.pop()
+            continue
+        if i >= n:
+            raise StatusError(400, "mkpolicy sidecar: the body is not valid CBOR: it ends inside an item")
+        head = raw[i]
+        i += 1
+        if head == 0xFF:  # break
+            if top != -1:
+                raise StatusError(400, "mkpolicy sidecar: the body is not valid CBOR: a break outside an item")
+            stack.pop()
+            continue
+        if top > 0:
+            stack[-1] = top - 1
+        count += 1
+        if count > limit:
+            raise _too_many(f"more than {limit}")
+        major, info = head >> 5, head & 0x1F
+        if info < 24:
+            arg = info
+        elif info <= 27:
+            size = 1 << (info - 24)
+            arg = int.from_bytes(raw[i : i + size], "big")
+            i += size
+        elif info == 31 and major in (2, 3, 4, 5):
+            arg = -1
+        else:
+            raise StatusError(400, f"mkpolicy sidecar: the body is not valid CBOR: reserved head 0x{head:02x}")
+        if major in (2, 3):
+            if arg < 0:
+                stack.append(-1)  # chunks follow
+            else:
+                i += arg
+        elif major == 4:
+            stack.append(arg)
+        elif major == 5:
+            stack.append(2 * arg if arg >= 0 else -1)
+        elif major == 6:
+            stack.append(1)  # the tagged item follows
+    if i > n:
+        raise StatusError(400, "mkpolicy sidecar: the body is not valid CBOR: it ends inside an item")
+    return count
 
 
 def _tag(*args: Any) -> Any:
@@ -118,4 +196,4 @@ def _bad(where: str, what: str) -> StatusError:
     return StatusError(400, f"mkpolicy sidecar: the CBOR body holds {what} at {where or 'the top'}")
 
 
-__all__ = ["CBOR", "JSON", "decode", "decode_cbor", "media_type"]
+__all__ = ["CBOR", "JSON", "MAX_VALUES", "cbor_values", "decode", "decode_body", "decode_cbor", "media_type"]

@@ -39,6 +39,8 @@ Example (every field but ``workers`` has a default)::
       maxConnections: 128              # per worker endpoint
       headSeconds: 10
       maxBodyBytes: 3145728
+    wire:
+      allow: []                        # request shapes forwarded besides Kueue's (docs/sidecar-config.md)
     logging:
       level: info
 
@@ -295,6 +297,18 @@ class Limits(_Model):
         description="Client connections open at once per worker endpoint (TLS handshakes included); "
         "more are closed as they are accepted. Kueue needs one per watch plus a few for requests.",
     )
+    max_connections_per_address: int = Field(
+        default=64,
+        description="Of maxConnections, how many one client address may hold (more are reset as they are "
+        "accepted): a flood from one address leaves room for the others (the kubelet's probes on the ops port). "
+        "Kueue connects from 127.0.0.1 with one connection per watch and a few for requests.",
+    )
+    reserved_connections: int = Field(
+        default=32,
+        description="Of maxConnections, the slots only authenticated clients (Kueue) hold: unauthenticated "
+        "connections (handshakes included) hold the others, and a new one ends the oldest of them when they are "
+        "full. At most a quarter of maxConnections.",
+    )
     handshake_seconds: float = Field(default=10.0, description="Time a client has to complete the TLS handshake.")
     head_seconds: float = Field(
         default=10.0,
@@ -321,6 +335,12 @@ class Limits(_Model):
     max_worker_connections: int = Field(
         default=256, description="Connections to one worker at most (watches included); more requests wait."
     )
+    watch_idle_seconds: float = Field(
+        default=180.0,
+        description="A relayed watch on which the worker sends nothing for this long is ended (cleanly, at an "
+        "event boundary), and Kueue reconnects: a worker connection that died silently is noticed. Kueue asks "
+        "for bookmarks, which kube-apiserver sends about every minute.",
+    )
     max_answer_bytes: int = Field(
         default=8 * 1024 * 1024,
         description="Largest worker answer the sidecar reads whole to rewrite (a policy kind's object), "
@@ -332,26 +352,188 @@ class Limits(_Model):
         "it is answered 429 (Retry-After: 1), which client-go retries.",
     )
 
-    @field_validator("max_connections", "max_header_fields", "max_worker_connections")
+    worker_answer_budget_bytes: int = Field(
+        default=24 * 1024 * 1024,
+        description="Bytes of one worker's answers being rewritten at once (429 above): a slow or hostile worker "
+        "cannot take the whole answerBudgetBytes from the others. Counted as bytes arrive.",
+    )
+    answer_seconds: float = Field(
+        default=60.0,
+        description="Time a worker answer read whole (to be rewritten) has to arrive completely: a dripped body "
+        "holds its bytes no longer (503 after it).",
+    )
+
+    @field_validator("reserved_connections")
+    @classmethod
+    def _reserved(cls, value: int) -> int:
+        if not 0 <= value <= 100_000:
+            raise ValueError(f"expected 0 to 100000; found {value}")
+        return value
+
+    @property
+    def reserve(self) -> int:
+        """The reserved slots in force: ``reservedConnections``, at most a quarter of ``maxConnections``."""
+        return min(self.reserved_connections, self.max_connections // 4)
+
+    @field_validator("max_connections", "max_header_fields", "max_worker_connections", "max_connections_per_address")
     @classmethod
     def _count(cls, value: int) -> int:
         if not 1 <= value <= 100_000:
             raise ValueError(f"expected 1 to 100000; found {value}")
         return value
 
-    @field_validator("handshake_seconds", "head_seconds", "idle_seconds", "worker_wait_seconds")
+    @field_validator(
+        "handshake_seconds",
+        "head_seconds",
+        "idle_seconds",
+        "worker_wait_seconds",
+        "watch_idle_seconds",
+        "answer_seconds",
+    )
     @classmethod
     def _seconds(cls, value: float) -> float:
         if not 0 < value <= 3600:
             raise ValueError(f"expected more than 0 and at most 3600 seconds; found {value}")
         return value
 
-    @field_validator("max_head_bytes", "max_body_bytes", "max_answer_bytes", "answer_budget_bytes")
+    @field_validator(
+        "max_head_bytes", "max_body_bytes", "max_answer_bytes", "answer_budget_bytes", "worker_answer_budget_bytes"
+    )
     @classmethod
     def _bytes(cls, value: int) -> int:
         if not 1024 <= value <= 1 << 34:
             raise ValueError(f"expected 1024 bytes to 16 GiB; found {value}")
         return value
+
+
+#: Kubernetes verbs a ``wire.allow`` rule may name.
+WIRE_VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
+_MEDIA = re.compile(r"^(\*/\*|[a-z0-9!#$&^_.+-]+/[a-z0-9!#$&^_.+*-]+)(;as=[A-Za-z]+)?$")
+_PARAM = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
+
+
+class AllowRule(_Model):
+    """One request shape the sidecar forwards besides what Kueue sends (widening the wire contract)."""
+
+    reason: str = Field(description="Why this is allowed (shown by --check and in refusals' neighbours' logs).")
+    verbs: list[str] = Field(description=f"Kubernetes verbs: {', '.join(WIRE_VERBS)}.")
+    group: str = Field(description='API group ("" for the core group).')
+    resource: str = Field(description='Resource (plural), or "*" for every resource of the group.')
+    subresource: str | None = Field(
+        default=None, description='Subresource (e.g. "status"); null: the object or collection itself; "*": any.'
+    )
+    versions: list[str] | None = Field(default=None, description="API versions; null: any.")
+    query: list[str] = Field(
+        default_factory=list, description='Query parameters allowed (names), e.g. ["dryRun", "fieldManager"]; "*": any.'
+    )
+    accept: list[str] = Field(
+        default_factory=list,
+        description='Accept media types besides what Kueue sends (e.g. "application/json;as=Table"); "*": any.',
+    )
+    content_types: list[str] = Field(
+        default_factory=list,
+        description="Request body media types; empty: no body (GET, HEAD and watches never have one).",
+    )
+
+    @field_validator("reason")
+    @classmethod
+    def _reason(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("expected a reason: say why the contract is widened")
+        return value
+
+    @field_validator("verbs")
+    @classmethod
+    def _verbs(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError(f"expected at least one verb ({', '.join(WIRE_VERBS)})")
+        for verb in value:
+            if verb not in WIRE_VERBS:
+                raise ValueError(f"expected one of {', '.join(WIRE_VERBS)}; found {verb!r}")
+        return value
+
+    @field_validator("group")
+    @classmethod
+    def _group(cls, value: str) -> str:
+        if value and not DNS_SUBDOMAIN.match(value):
+            raise ValueError(f'expected an API group (a DNS subdomain, or "" for core); found {value!r}')
+        return value
+
+    @field_validator("resource", "subresource")
+    @classmethod
+    def _resource(cls, value: str | None) -> str | None:
+        if value is not None and value != "*" and not re.match(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", value):
+            raise ValueError(f'expected a lower-case resource name or "*"; found {value!r}')
+        return value
+
+    @field_validator("query")
+    @classmethod
+    def _query(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if name != "*" and not _PARAM.match(name):
+                raise ValueError(f'expected query parameter names (letters and digits) or "*"; found {name!r}')
+        return value
+
+    @field_validator("accept", "content_types")
+    @classmethod
+    def _media(cls, value: list[str]) -> list[str]:
+        for media in value:
+            if media != "*" and not _MEDIA.match(media.replace(" ", "")):
+                raise ValueError(f'expected media types such as "application/json" or "*"; found {media!r}')
+        return value
+
+    @model_validator(mode="after")
+    def _bodies(self) -> AllowRule:
+        reads = {"get", "list", "watch"}
+        if self.content_types and set(self.verbs) <= reads:
+            raise ValueError("contentTypes: a GET (get, list, watch) never carries a body; expected none")
+        return self
+
+
+def _get_only() -> list[Literal["GET", "HEAD"]]:
+    return ["GET"]
+
+
+class AllowPath(_Model):
+    """A path that is not a resource (e.g. ``/version``) forwarded besides Kueue's discovery."""
+
+    reason: str = Field(description="Why this is allowed.")
+    path: str = Field(description='The path, e.g. "/version"; a trailing "*" makes it a prefix.')
+    methods: list[Literal["GET", "HEAD"]] = Field(default_factory=_get_only, description="HTTP methods.")
+
+    @field_validator("reason")
+    @classmethod
+    def _reason(cls, value: str) -> str:
+        return AllowRule._reason(value)
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        if not value.startswith("/") or "?" in value or "%" in value or "//" in value or "/." in value:
+            raise ValueError(
+                f'expected a plain path starting with "/" (no query, escapes, or dot segments); found {value!r}'
+            )
+        if value.split("/")[1] in ("api", "apis"):
+            raise ValueError(
+                f"expected a path outside /api and /apis (resources are widened with wire.allow); found {value!r}"
+            )
+        return value
+
+
+class Wire(_Model):
+    """The wire contract: what the sidecar forwards to a worker (``mkpolicy sidecar --check`` prints it).
+
+    By default exactly the requests Kueue sends (its Workloads, the kinds of its enabled
+    integrations and external frameworks, the policy kinds, discovery); anything else is
+    answered 403. ``allow`` widens it, explicitly.
+    """
+
+    allow: list[AllowRule] = Field(
+        default_factory=list, description="Request shapes forwarded besides Kueue's (each with its reason)."
+    )
+    allow_paths: list[AllowPath] = Field(
+        default_factory=list, description="Paths outside /api and /apis forwarded (e.g. /version for kubectl)."
+    )
 
 
 class Logging(_Model):
@@ -375,6 +557,7 @@ class SidecarConfig(_Model):
     reload: Reload = Field(default_factory=Reload)
     shutdown: Shutdown = Field(default_factory=Shutdown)
     limits: Limits = Field(default_factory=Limits)
+    wire: Wire = Field(default_factory=Wire)
     logging: Logging = Field(default_factory=Logging)
 
     @field_validator("origin")

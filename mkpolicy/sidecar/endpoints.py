@@ -22,7 +22,7 @@ from cryptography import x509
 from mkpolicy.kube.certs import KeyPair, make_ca, make_serving_cert
 from mkpolicy.kube.kubeconfig import check_kueue_rules, make_kubeconfig
 from mkpolicy.kube.rest import load_pem_chain
-from mkpolicy.kube.secretfiles import private_dir, write_secret
+from mkpolicy.kube.secretfiles import UnsafeFile, private_dir, read_secret, write_secret
 from mkpolicy.sidecar.config import ConfigError
 
 #: A kept serving certificate is renewed when it expires within this time.
@@ -104,8 +104,7 @@ def load_or_create(state_dir: str | None, workers: list[str], hosts: list[str]) 
         _write(state_dir, "tls.key", serving.key_pem)
     known: dict[str, str] = {}
     try:
-        with open(os.path.join(state_dir, "tokens.json"), encoding="utf-8") as fh:
-            loaded = json.load(fh)
+        loaded = json.loads(_read(state_dir, "tokens.json"))
         if isinstance(loaded, dict):
             known = {str(k): str(v) for k, v in loaded.items() if isinstance(v, str) and len(v) >= 32}
     except (OSError, ValueError):
@@ -120,12 +119,18 @@ def _tokens(known: dict[str, str], workers: list[str]) -> dict[str, str]:
     return {w: known.get(w) or secrets.token_urlsafe(32) for w in workers}
 
 
+def _read(state_dir: str, name: str) -> bytes:
+    """A state file (OSError when it cannot be read); ConfigError when others may have written it."""
+    try:
+        return read_secret(os.path.join(state_dir, name))
+    except UnsafeFile as exc:
+        raise ConfigError(f"state.dir: {exc} (remove it, or fix its mode and owner)") from None
+
+
 def _read_pair(state_dir: str, stem: str) -> KeyPair | None:
     try:
-        with open(os.path.join(state_dir, f"{stem}.crt"), "rb") as fh:
-            cert = fh.read()
-        with open(os.path.join(state_dir, f"{stem}.key"), "rb") as fh:
-            key = fh.read()
+        cert = _read(state_dir, f"{stem}.crt")
+        key = _read(state_dir, f"{stem}.key")
     except OSError:
         return None
     return KeyPair(cert, key)

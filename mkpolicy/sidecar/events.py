@@ -242,6 +242,14 @@ class Correlator:
 ClientGetter = Callable[[], KubeClient | None]
 
 
+def escape(text: str) -> str:
+    """``text`` with what is not printable (line breaks, control and format characters, which names
+    from a client may hold) written as Python escapes: an Event message is one readable line."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 class EventRecorder:
     """Records events on the manager cluster in the background; :meth:`record` never blocks."""
 
@@ -264,6 +272,7 @@ class EventRecorder:
 
     def record(self, ref: ObjectRef, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
         """Queue an event on ``ref`` (correlated first; dropped when spam or the queue is full)."""
+        message = escape(message)
         text = message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 3] + "..."
         event, update = self.correlator.correlate(Event(ref, type_, reason, text, self.host))
         if event is None:

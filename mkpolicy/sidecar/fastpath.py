@@ -135,7 +135,7 @@ class FastExchange:
             return
         try:
             doc = loads_kube(body)
-            ready, doc = endpoint.rewrite_now(doc, entry)
+            ready, doc = endpoint.rewrite_now(doc, entry, exchange.head)
         except (ValueError, RecursionError):
             ready = False  # not JSON: the coroutine answers why
         except StatusError as exc:

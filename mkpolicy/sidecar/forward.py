@@ -65,6 +65,7 @@ class Forwarder:
             entry = endpoint.route(head, target)
         except StatusError:
             return False
+        client.authenticated()
         if entry is not None and (target is None or target.verb != "get"):
             return False
         conn = self.upstream.take_idle()
@@ -137,7 +138,15 @@ class Forwarder:
         """The whole body of an answer (the connection released); StatusError when the worker breaks off."""
         limits = self.upstream.limits
         try:
-            raw = await read_answer(conn, resp, timeout, limits.max_answer_bytes, limits.answer_budget_bytes)
+            raw = await read_answer(
+                conn,
+                resp,
+                timeout,
+                limits.max_answer_bytes,
+                limits.answer_budget_bytes,
+                (self.upstream.answers, limits.worker_answer_budget_bytes),
+                limits.answer_seconds,
+            )
         except AnswerTooLarge as exc:
             self.upstream.release(conn, False)
             if exc.busy:
@@ -179,7 +188,9 @@ class Forwarder:
             exchange.streaming(conn.wake)
         reusable = False
         try:
-            reusable = await splice(exchange, conn, resp, watching=watching)
+            reusable = await splice(
+                exchange, conn, resp, watching=watching, watch_idle=self.upstream.limits.watch_idle_seconds
+            )
         finally:
             if watching:
                 exchange.streaming(None)

@@ -48,7 +48,12 @@ Framing = Literal["none", "length", "chunked", "close"]
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "te", "upgrade", "proxy-authenticate"})
 #: Fields a request's ``Connection`` may not name: dropping them would change how the
 #: message is framed or routed (RFC 9110 §7.6.1: a sender must not list them).
-PROTECTED = frozenset({"content-length", "transfer-encoding", "host", "authorization", "trailer", "content-type"})
+PROTECTED = frozenset(
+    # accept: the sidecar decides on it (a metadata-only read passes, a full one is transformed)
+    {"content-length", "transfer-encoding", "host", "authorization", "trailer", "content-type", "accept"}
+)
+#: Fields an answer's ``Connection`` may not name: dropping them would unframe it.
+FRAMING = frozenset({"content-length", "transfer-encoding", "trailer"})
 #: Prefixes of identity fields kube-apiserver honours from a client it trusts: impersonation
 #: (apiserver/pkg/endpoints/filters/impersonation.go: Impersonate-User, -Group, -Uid,
 #: -Extra-*) and the front-proxy's request headers (apiserver/pkg/authentication/request/
@@ -229,8 +234,9 @@ class HeadReader:
         if not target.startswith("/"):
             scheme, sep, rest = target.partition("://")
             if sep and scheme.lower() in ("http", "https"):  # absolute-form: keep the path
-                slash = rest.find("/")
-                target = rest[slash:] if slash >= 0 else "/"
+                # the authority ends at the first '/', '?' or '#' (RFC 3986 3.2): a '/' in the query is not the path
+                end = min((i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
+                target = rest[end:] if rest[end : end + 1] == "/" else "/" + rest[end:]
             else:
                 raise HttpError(400, f"unsupported request target {target[:100]!r}")
         try:
@@ -306,6 +312,10 @@ def parse_response_head(raw: bytes, method: str, max_fields: int = MAX_FIELDS) -
     headers, values = _fields(collector.headers)
     fields = _joined(values)
     tokens = _tokens(fields.get("connection", ""))
+    if tokens & FRAMING:
+        raise HttpError(
+            502, f"the Connection field names {', '.join(sorted(tokens & FRAMING))}, which frames the answer"
+        )
     close = "close" in tokens or (version == "1.0" and "keep-alive" not in tokens)
     hop = not HOP_BY_HOP.isdisjoint(fields)
     framing: Framing

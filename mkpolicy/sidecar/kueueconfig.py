@@ -83,6 +83,7 @@ GATE_DEFAULTS: dict[str, tuple[tuple[tuple[int, int], bool], ...]] = {
     "MultiKueue": (((0, 6), False), ((0, 9), True)),
     "MultiKueueAdaptersForCustomJobs": (((0, 14), False), ((0, 15), True)),
     "WorkloadIdentifierAnnotations": (((0, 17), False), ((0, 18), True)),
+    "MultiKueueManagerQuotaAutomation": (((0, 18), False),),
 }
 
 Version = tuple[int, int, int]
@@ -312,9 +313,9 @@ def configured(info: KueueInfo, config: SidecarConfig) -> KueueInfo:
 
 @dataclass(frozen=True)
 class Finding:
-    """Something ``--check`` and the start report say: ``warning`` or ``info``."""
+    """Something ``--check`` and the start report say: ``error`` (``--check`` fails), ``warning`` or ``info``."""
 
-    level: Literal["warning", "info"]
+    level: Literal["error", "warning", "info"]
     message: str
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import socket
@@ -155,6 +156,8 @@ class Exchange:
         """A whole response with ``body`` (Content-Length set here)."""
         self.status = code
         head = response_head(code, [*headers, ("Content-Length", str(len(body)))], reason)
+        if self.head.method == "HEAD":
+            body = b""  # the length a GET would have, no body (RFC 9110 9.3.2)
         self.send(head + body if len(body) < 65536 else head)
         if len(body) >= 65536:
             self.conn.write(body)
@@ -200,6 +203,10 @@ class ClientConnection(Connection):
         super().__init__()
         self.listener = listener
         self.limits = listener.limits
+        #: A request on this connection carried a valid credential (it holds a reserved slot).
+        self.trusted = False
+        #: The client's address (its connections are counted against ``maxConnectionsPerAddress``).
+        self.peer = ""
         #: No exchange in progress (shutdown closes idle connections at once).
         self.idle = True
         self.exchange: Exchange | None = None
@@ -226,11 +233,18 @@ class ClientConnection(Connection):
         self.head_deadline = self.loop.time() + self.limits.head_seconds
         self._task = self.loop.create_task(self._serve())
 
+    def authenticated(self) -> None:
+        """A request on this connection was authenticated: it no longer counts as unauthenticated."""
+        if not self.trusted:
+            self.trusted = True
+            self.listener._untrusted.pop(self, None)
+
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
+        self.listener._untrusted.pop(self, None)
         if self in self.listener._connections:
             self.listener._connections.discard(self)
-            self.listener._count -= 1
+            self.listener._release(self.peer)
 
     # -- reading request heads ---------------------------------------------------------------------
     def _scan(self) -> bool:
@@ -460,6 +474,14 @@ class Listener:
         self._connections: set[ClientConnection] = set()
         #: Connections counted against the limit: handshaking or open.
         self._count = 0
+        #: Handshakes and connections not authenticated yet, oldest first -> how to end them.
+        self._untrusted: dict[object, Callable[[], object]] = {}
+        #: Unauthenticated connections ended to make room (``reservedConnections``).
+        self.evicted = 0
+        #: Connections (handshaking or open) per client address.
+        self._per_peer: dict[str, int] = {}
+        #: Handshakes ended to make room, whose slot was freed already.
+        self._evicted: set[asyncio.Task[None]] = set()
         self._streams: set[Exchange] = set()
 
     async def start(self, host: str, port: int) -> int:
@@ -496,30 +518,45 @@ class Listener:
         loop = asyncio.get_running_loop()
         while not self.closing:
             try:
-                client, _ = await loop.sock_accept(sock)
+                client, address = await loop.sock_accept(sock)
             except OSError as exc:  # out of file descriptors: wait for some to be released
                 log.warning("accept failed: %s", exc)
                 await asyncio.sleep(0.1)
                 continue
-            if self._count >= self.limits.max_connections:
+            peer = str(address[0]) if isinstance(address, tuple) else str(address)
+            limits = self.limits
+            if (
+                self._count >= limits.max_connections
+                or self._per_peer.get(peer, 0) >= limits.max_connections_per_address
+            ):
                 self.refused += 1
                 with contextlib.suppress(OSError):  # a reset, not a lingering close: nothing is kept
                     client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
                 client.close()
                 continue
+            if self._untrusted and len(self._untrusted) >= self.limits.max_connections - self.limits.reserve:
+                # the slots left are kept for authenticated clients (Kueue): the oldest
+                # unauthenticated connection makes room, so idle or slow ones cannot lock Kueue out
+                key = next(iter(self._untrusted))
+                self._untrusted.pop(key)()
+                self.evicted += 1
             self._count += 1
-            task = loop.create_task(self._handshake(client))
+            self._per_peer[peer] = self._per_peer.get(peer, 0) + 1
+            task = loop.create_task(self._handshake(client, peer))
             self._handshakes.add(task)
             task.add_done_callback(self._handshakes.discard)
+            self._untrusted[task] = functools.partial(self._evict_handshake, task, peer)
 
-    async def _handshake(self, client: socket.socket) -> None:
+    async def _handshake(self, client: socket.socket, peer: str) -> None:
         loop = asyncio.get_running_loop()
         made: list[ClientConnection] = []
 
         def protocol() -> ClientConnection:
             made.append(ClientConnection(self))
+            made[0].peer = peer
             return made[0]
 
+        task = asyncio.current_task()
         try:
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self.ssl_context is None:
@@ -529,9 +566,39 @@ class Listener:
                     protocol, client, ssl=self.ssl_context, ssl_handshake_timeout=self.limits.handshake_seconds
                 )
         except BaseException:  # a failed or timed-out handshake (or shutdown): nothing was made
-            if not made or made[0] not in self._connections:
-                self._count -= 1
+            self._untrusted.pop(task, None)
+            if task in self._evicted:
+                self._evicted.discard(task)  # counted out when it was evicted
+            elif not made or made[0] not in self._connections:
+                self._release(peer)
             client.close()
+            if made and made[0].transport is not None:
+                made[0].abort()
+            return
+        if self._untrusted.pop(task, None) is not None and made and not made[0].trusted and made[0].writable:
+            self._untrusted[made[0]] = functools.partial(self._evict_connection, made[0])
+
+    def _evict_handshake(self, task: asyncio.Task[None], peer: str) -> None:
+        """End a handshake to make room; its slot is free at once (a burst of accepts sees it)."""
+        self._evicted.add(task)
+        self._release(peer)
+        task.cancel()
+
+    def _evict_connection(self, conn: ClientConnection) -> None:
+        """End an unauthenticated connection to make room; its slot is free at once."""
+        if conn in self._connections:
+            self._connections.discard(conn)
+            self._release(conn.peer)
+        conn.abort()
+
+    def _release(self, peer: str) -> None:
+        """A connection's slot (and its address's) is free."""
+        self._count -= 1
+        left = self._per_peer.get(peer, 0) - 1
+        if left > 0:
+            self._per_peer[peer] = left
+        else:
+            self._per_peer.pop(peer, None)
 
     @property
     def connections(self) -> int:

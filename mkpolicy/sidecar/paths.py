@@ -38,12 +38,23 @@ class Target:
     field_manager: str | None = None
 
 
-@functools.lru_cache(maxsize=4096)
 def target_of(method: str, decoded: RequestTarget) -> Target | None:
     """The resource a decoded request target addresses, or None for discovery and other paths.
 
-    Cached: clients repeat the same requests (GETs of the same objects, list and watch loops).
+    Cached for targets up to :data:`CACHED_TARGET` characters: clients repeat the same requests
+    (GETs of the same objects, list and watch loops); longer ones (which no Kubernetes client
+    sends) are not kept, so the cache stays small whatever clients send.
     """
+    if len(decoded.path) + len(decoded.raw_query) <= CACHED_TARGET:
+        return _target_cached(method, decoded)
+    return _target(method, decoded)
+
+
+#: Targets (path and query) up to this length are cached.
+CACHED_TARGET = 1024
+
+
+def _target(method: str, decoded: RequestTarget) -> Target | None:
     query = decoded.query
     info = request_info(method, decoded.parts, query.get("watch"))
     if not info.is_resource or not info.resource:
@@ -62,6 +73,9 @@ def target_of(method: str, decoded: RequestTarget) -> Target | None:
         tuple(query.get("dryRun", ())),
         managers[0] if managers else None,
     )
+
+
+_target_cached = functools.lru_cache(maxsize=4096)(_target)
 
 
 def parse_target(method: str, path: str, query: Mapping[str, str]) -> Target | None:

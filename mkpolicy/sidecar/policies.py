@@ -25,6 +25,7 @@ from mkpolicy.errors import MkpolicyError
 from mkpolicy.kube.client import ApiError, ResourceInfo
 from mkpolicy.policy import GVK
 from mkpolicy.policy.kueue import wire_gap
+from mkpolicy.policy.loader import discover
 from mkpolicy.sidecar.kueueconfig import KueueInfo
 from mkpolicy.sidecar.logs import fields, plain_error
 from mkpolicy.sidecar.metrics import Metrics
@@ -120,6 +121,11 @@ def compile_directory(directory: str) -> list[Adapter]:
         return load_checked([directory])
     except CheckError as exc:
         raise ReloadError(exc.stage, exc.report()) from None
+
+
+def holds_yaml(directory: str) -> bool:
+    """Whether ``directory`` holds any YAML file (an absent optional ConfigMap mounts an empty one)."""
+    return os.path.isdir(directory) and bool(discover(directory))
 
 
 def split_wire(

@@ -6,15 +6,19 @@ bodies matter (see docs/architecture.md, "The wire"), and only those are transfo
 * ``create`` (POST) of a policy kind at the policy's version: the policy's ``create`` of
   the manager's object is sent, never Kueue's body; any failure answers a Kubernetes
   ``Status`` and nothing is created;
-* a full JSON ``get`` of a policy kind at the policy's version (the object itself or its
-  ``status`` subresource): the object comes back with ``status`` = what the policy's
-  ``sync`` makes of the manager's status, so Kueue's "copy the whole status" writes that.
+* a full JSON ``get`` of a policy kind at the policy's version: the object comes back
+  with ``status`` = what the policy's ``sync`` makes of the manager's status, so Kueue's
+  "copy the whole status" writes that.
 
-Everything else passes through byte-for-byte (:class:`~mkpolicy.sidecar.forward.Forwarder`):
-metadata-only reads (Kueue's ownership check asks for ``PartialObjectMetadata``), tables,
-LIST, WATCH (Kueue reads only labels from events), DELETE, other versions' reads, and
-every other kind. Refusing any of them would break Kueue: a failed ownership check stops
-the removal of worker copies, a failed watch drops the whole worker connection.
+First of all, after the token: the wire contract (:mod:`mkpolicy.sidecar.contract`) refuses
+every request Kueue does not send a worker (403), a GET or HEAD with a body (400), before
+anything reaches the worker. Of what it allows, everything else passes through
+byte-for-byte (:class:`~mkpolicy.sidecar.forward.Forwarder`):
+metadata-only reads (Kueue's ownership check asks for ``PartialObjectMetadata``), WATCH
+(Kueue reads only labels from events), DELETE, other versions' reads, and the other kinds
+Kueue uses (and whatever ``wire.allow`` widens the contract to). Refusing any of them
+would break Kueue: a failed ownership check stops the removal of worker copies, a failed
+watch drops the whole worker connection.
 Refused: ``update``/``patch`` of a policy kind and writes of its other versions (Kueue
 never sends them; forwarding them would bypass the policy), writes before the first
 policy set is active (it is not known yet which kinds are policy kinds), creations of a
@@ -40,7 +44,8 @@ import aiohttp
 from mkpolicy.engine.generic import MAX_LABEL_VALUE, PREBUILT_WORKLOAD_KEY
 from mkpolicy.jsonvalues import dumps_kube, loads_kube
 from mkpolicy.kube.client import ApiError
-from mkpolicy.sidecar.bodies import decode
+from mkpolicy.sidecar.bodies import decode_body
+from mkpolicy.sidecar.contract import Contract, ContractRefusal
 from mkpolicy.sidecar.endpoints import Credentials
 from mkpolicy.sidecar.events import EventRecorder, ObjectRef
 from mkpolicy.sidecar.forward import Forwarder
@@ -82,6 +87,10 @@ class Hub(Protocol):
     @property
     def kueue(self) -> KueueInfo | None:
         """What the Kueue beside the sidecar is configured with (None: not read)."""
+
+    @property
+    def contract(self) -> Contract:
+        """The wire contract in force (:mod:`mkpolicy.sidecar.contract`)."""
 
     def worker_problem(self, cluster: str) -> str | None:
         """Why ``cluster``'s endpoint cannot serve (its kubeconfig refused or unreadable), or None."""
@@ -152,6 +161,7 @@ class WorkerEndpoint:
             self.hub.metrics.inflight.inc()  # (the fast path counted its own)
         try:
             entry = self.route(head, target)
+            exchange.conn.authenticated()
             if target is not None and entry is None and self._pending_create(target):
                 code = await self._create_unresolved(exchange, target)
             elif entry is None or target is None:
@@ -164,6 +174,9 @@ class WorkerEndpoint:
                     code = await self._get(exchange, entry, sent)
         except StatusError as exc:
             code = exc.code
+            if isinstance(exc, ContractRefusal):
+                self.hub.metrics.refusals.labels(self.cluster, "", "WireContract").inc()
+                exchange.close_after = exchange.close_after or exc.close
             self.refuse(exchange, exc, policy, verb, path)
         except ConnectionError:
             code = 499  # the client went away
@@ -185,6 +198,7 @@ class WorkerEndpoint:
             raise StatusError(401, "Unauthorized: expected the bearer token of this sidecar endpoint")
         if "upgrade" in head.fields or "upgrade" in head.fields.get("connection", "").lower():
             raise StatusError(400, "mkpolicy sidecar: connection upgrades (exec, attach, port-forward) are not proxied")
+        rule = self.hub.contract.check(head, target)  # what Kueue does not send never passes
         problem = self.hub.worker_problem(self.cluster)
         if problem is not None:
             raise StatusError(503, f"mkpolicy sidecar: worker {self.cluster} is not served: {problem}")
@@ -195,6 +209,11 @@ class WorkerEndpoint:
         if policies is None:
             if verb in _WRITES:
                 raise StatusError(503, "mkpolicy sidecar: no policy set is active yet; retry shortly")
+            if rule is not None and rule.category == "external" and verb == "get" and wants_object(head):
+                # it may be a policy kind: its raw status must not reach Kueue (which copies it)
+                raise StatusError(
+                    503, "mkpolicy sidecar: no policy set is active yet (this kind may be a policy's); retry shortly"
+                )
             return None
         entry = policies.lookup(target.group, target.resource)
         if entry is None:
@@ -279,7 +298,7 @@ class WorkerEndpoint:
     async def _body(self, exchange: Exchange, kind: str) -> dict[str, Any]:
         """The request body as a JSON object (JSON or CBOR); StatusError when it is none."""
         head = exchange.head
-        body = decode(await exchange.read_body(MAX_BODY), head.fields.get("content-type"))
+        body = await decode_body(await exchange.read_body(MAX_BODY), head.fields.get("content-type"))
         if not isinstance(body, dict):
             raise StatusError(400, f"mkpolicy sidecar: expected a {kind} object; found a JSON {_json_type(body)}")
         return body
@@ -365,7 +384,7 @@ class WorkerEndpoint:
             relay_error(exchange, resp, raw)
             return int(resp.status)
         self._count(entry, "create", outcome, seconds)
-        return await self._relay_object(exchange, conn, resp, entry, manager)
+        return await self._relay_object(exchange, conn, resp, entry, manager, (namespace, name))
 
     async def _create_unresolved(self, exchange: Exchange, target: Target) -> int:
         """A create in the group of a pending policy: refused when it is of that kind, else passed on."""
@@ -374,7 +393,7 @@ class WorkerEndpoint:
         policies = self.hub.policies
         kind = ""
         try:
-            body = decode(raw, head.fields.get("content-type"))
+            body = await decode_body(raw, head.fields.get("content-type"))
             kind = str(body.get("kind") or "") if isinstance(body, dict) else ""
         except StatusError:
             body = None  # not ours to judge: the worker answers it
@@ -406,7 +425,7 @@ class WorkerEndpoint:
         head = exchange.head
         out = self.upstream.head(head.method, head.target, head.headers, reencoded=True)
         conn, resp = await self._send(head.method, out, None, exchange, sent)
-        return await self._relay_object(exchange, conn, resp, entry, None)
+        return await self._relay_object(exchange, conn, resp, entry, None, self._addressed(head))
 
     # -- the worker (through the transport, its failures noted for /readyz) -------------------------
     async def _send(
@@ -420,21 +439,27 @@ class WorkerEndpoint:
         try:
             return await self.forward.send(method, head, body, exchange, READ_TIMEOUT, sent)
         except StatusError as exc:
-            self.hub.worker_failed(self.cluster, exc.message)
+            self._worker_failed(exc)
             raise
+
+    def _worker_failed(self, exc: StatusError) -> None:
+        """Note a failure on the worker's side for /readyz (a client's own errors, such as a
+        malformed body, and the sidecar's 429s are not the worker's)."""
+        if exc.code in (502, 503, 504):
+            self.hub.worker_failed(self.cluster, exc.message)
 
     async def _answer(self, conn: WorkerConnection, resp: Any) -> bytes:
         try:
             return await self.forward.answer(conn, resp)
         except StatusError as exc:
-            self.hub.worker_failed(self.cluster, exc.message)
+            self._worker_failed(exc)
             raise
 
     async def _passthrough(self, exchange: Exchange, target: Target | None, sent: WorkerConnection | None) -> int:
         try:
             return await self.forward.passthrough(exchange, target, sent)
         except StatusError as exc:
-            self.hub.worker_failed(self.cluster, exc.message)
+            self._worker_failed(exc)
             raise
 
     async def _relay_object(
@@ -444,10 +469,12 @@ class WorkerEndpoint:
         resp: Any,
         entry: Entry,
         manager: dict[str, Any] | None,
+        addressed: tuple[str | None, str],
     ) -> int:
         """The worker's answer with the object rewritten by the policy's sync (errors relayed as sent).
 
-        ``manager``: the manager's object when known (a create), else read for the object.
+        ``manager``: the manager's object when known (a create), else read for the object;
+        ``addressed``: the namespace and name the request was for (the worker must answer that object).
         """
         raw = await self._answer(conn, resp)
         if resp.status >= 300:
@@ -460,17 +487,17 @@ class WorkerEndpoint:
                 502, f"mkpolicy sidecar: worker {self.cluster} sent a body that is not JSON (or nests too deeply)"
             ) from None
         if isinstance(doc, dict) and doc.get("kind") == entry.adapter.gvk.kind:
-            meta = doc.get("metadata") or {}
+            self._check_addressed(doc, entry, addressed)
             if manager is None:
-                manager = await self._manager(entry, meta.get("namespace"), str(meta.get("name") or ""))
+                manager = await self._manager(entry, addressed[0], addressed[1])
             obj, outcome, seconds = await self.hub.offload(
                 entry.adapter, measure, rewrite_status, entry.adapter, doc, manager, self.cluster, self.hub.origin
             )
-            doc = self._synced(entry, doc, manager, obj, outcome, seconds)
+            doc = self._synced(entry, doc, manager, obj, outcome, seconds, addressed[0])
         respond_json(exchange, resp, doc)
         return int(resp.status)
 
-    def rewrite_now(self, doc: Any, entry: Entry) -> tuple[bool, Any]:
+    def rewrite_now(self, doc: Any, entry: Entry, head: RequestHead) -> tuple[bool, Any]:
         """(True, ``doc`` rewritten) when that needs no waiting: the manager object cached, the
         policy proven fast; else (False, None) and nothing done. StatusError as the slow path."""
         if not isinstance(doc, dict) or doc.get("kind") != entry.adapter.gvk.kind:
@@ -478,17 +505,44 @@ class WorkerEndpoint:
         adapter = entry.adapter
         if not self.hub.inline(adapter):
             return False, None
-        meta = doc.get("metadata") or {}
-        manager = self.hub.cached_manager_object(entry, meta.get("namespace"), str(meta.get("name") or ""))
+        addressed = self._addressed(head)
+        self._check_addressed(doc, entry, addressed)
+        manager = self.hub.cached_manager_object(entry, addressed[0], addressed[1])
         if manager is None:
             return False, None
         obj, outcome, seconds = self.hub.run_here(
             adapter, measure, rewrite_status, adapter, doc, manager, self.cluster, self.hub.origin
         )
-        return True, self._synced(entry, doc, manager, obj, outcome, seconds)
+        return True, self._synced(entry, doc, manager, obj, outcome, seconds, addressed[0])
+
+    def _addressed(self, head: RequestHead) -> tuple[str | None, str]:
+        """The namespace and name a read addresses."""
+        target = self.target_of(head)
+        return (target.namespace, target.name or "") if target is not None else (None, "")
+
+    def _check_addressed(self, doc: dict[str, Any], entry: Entry, addressed: tuple[str | None, str]) -> None:
+        """StatusError 502 unless the worker answered the object the request addressed (a worker
+        answering another one must not have another namespace's manager object read, or an Event
+        recorded there)."""
+        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+        assert isinstance(meta, dict)
+        namespace = meta.get("namespace") if entry.info.namespaced else None
+        if meta.get("name") != addressed[1] or (entry.info.namespaced and namespace != addressed[0]):
+            raise StatusError(
+                502,
+                f"mkpolicy sidecar: worker {self.cluster} answered {ref(namespace, str(meta.get('name'))[:253])} "
+                f"for {ref(addressed[0], addressed[1])}",
+            )
 
     def _synced(
-        self, entry: Entry, doc: dict[str, Any], manager: Any, obj: dict[str, Any], outcome: Outcome, seconds: float
+        self,
+        entry: Entry,
+        doc: dict[str, Any],
+        manager: Any,
+        obj: dict[str, Any],
+        outcome: Outcome,
+        seconds: float,
+        namespace: str | None,
     ) -> dict[str, Any]:
         """The object rewritten by the policy's sync (:func:`rewrite_status`, which never raises),
         counted; a failed sync said on the job.
@@ -502,7 +556,7 @@ class WorkerEndpoint:
         if outcome.result == "error":
             meta = doc.get("metadata") or {}
             ctx = context_of(doc, self.cluster)
-            where = self._ref(entry, manager, meta.get("namespace"), meta.get("name"), ctx.workload_name if ctx else "")
+            where = self._ref(entry, manager, namespace, meta.get("name"), ctx.workload_name if ctx else "")
             message = f"the status from {self.cluster} is not written: {outcome.error or 'the sync failed'}"
             self._refused(entry.name, "SyncFailed", where, message)
         return obj

@@ -19,6 +19,7 @@ the break instead of a shortened body.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from mkpolicy.jsonvalues import dumps_kube
@@ -31,7 +32,7 @@ from mkpolicy.sidecar.http1 import (
 )
 from mkpolicy.sidecar.listener import READ_TIMEOUT, Exchange
 from mkpolicy.sidecar.status import StatusError
-from mkpolicy.sidecar.upstream import UpstreamError, WorkerConnection
+from mkpolicy.sidecar.upstream import AnswerBudget, UpstreamError, WorkerConnection
 
 #: Headers of a worker response not copied onto a re-encoded (transformed) body.
 REENCODED = frozenset(
@@ -83,11 +84,14 @@ def client_head(resp: ResponseHead) -> bytes:
     return status_line + b"\r\n" + "".join(lines).encode("latin-1") + b"\r\n"
 
 
-async def splice(exchange: Exchange, conn: WorkerConnection, resp: ResponseHead, *, watching: bool) -> bool:
+async def splice(
+    exchange: Exchange, conn: WorkerConnection, resp: ResponseHead, *, watching: bool, watch_idle: float | None = None
+) -> bool:
     """Relay the worker's answer (head and body) to the client as it comes.
 
     Returns whether the worker connection can be reused. The exchange is complete when
-    the whole body was relayed (or a stream was ended cleanly).
+    the whole body was relayed (or a stream was ended cleanly). ``watch_idle``: a watch
+    silent that long is ended (cleanly when at an event boundary; the client reconnects).
     """
     framing = resp.framing
     if framing == "close":
@@ -128,8 +132,12 @@ async def splice(exchange: Exchange, conn: WorkerConnection, resp: ResponseHead,
                 return False
             try:
                 await client.drain()
-                await conn.wait_readable(None if watching else READ_TIMEOUT)
-            except (TimeoutError, ConnectionResetError):
+                await conn.wait_readable(watch_idle if watching else READ_TIMEOUT)
+            except TimeoutError:
+                if watching and scanner is not None and scanner.at_boundary:
+                    exchange.send(LAST_CHUNK)  # silent too long: the worker may be gone; the client reconnects
+                return False
+            except ConnectionResetError:
                 return False
             if not conn.buffer and conn.eof:
                 if framing == "close":
@@ -139,24 +147,6 @@ async def splice(exchange: Exchange, conn: WorkerConnection, resp: ResponseHead,
                 return False
     finally:
         client.on_lost = None
-
-
-class AnswerBudget:
-    """Bytes of worker answers held whole at once (to be rewritten), shared by every endpoint."""
-
-    def __init__(self) -> None:
-        self.used = 0
-
-    def take(self, size: int, limit: int) -> bool:
-        """Hold ``size`` more bytes if that stays within ``limit``."""
-        if self.used + size > limit:
-            return False
-        self.used += size
-        return True
-
-    def give(self, size: int) -> None:
-        """Release ``size`` bytes."""
-        self.used -= size
 
 
 #: The process's budget (``limits.answerBudgetBytes`` bounds it).
@@ -177,12 +167,17 @@ async def read_answer(
     timeout: float | None = READ_TIMEOUT,
     limit: int | None = None,
     budget: int | None = None,
+    worker: tuple[AnswerBudget, int] | None = None,
+    deadline: float | None = None,
 ) -> bytes:
     """The whole body of the worker's answer, decoded from its framing.
 
-    UpstreamError (read, timeout) when the worker breaks off; HttpError (502) when the
-    framing is broken; AnswerTooLarge above ``limit`` bytes, or when holding it would
-    take :data:`ANSWERS` over ``budget``.
+    UpstreamError (read, timeout) when the worker breaks off, or when the whole answer has
+    not come within ``deadline`` seconds (a dripped body holds nothing for long);
+    HttpError (502) when the framing is broken; AnswerTooLarge above ``limit`` bytes, or
+    when holding it would take :data:`ANSWERS` over ``budget`` or this worker's budget
+    (``worker``: its budget and limit) over its limit. Bytes are counted as they arrive,
+    not as announced: a Content-Length reserves nothing.
     """
     framing = resp.framing
     if framing == "none":
@@ -190,23 +185,29 @@ async def read_answer(
     if limit is not None and framing == "length" and resp.length > limit:
         raise AnswerTooLarge(f"the answer has {resp.length} bytes; at most {limit} are rewritten", busy=False)
     held = 0
+    loop = asyncio.get_running_loop()
+    end = loop.time() + deadline if deadline is not None else None
 
     def hold(total: int) -> None:
         nonlocal held
         if limit is not None and total > limit:
             raise AnswerTooLarge(f"the answer exceeds {limit} bytes; at most that much is rewritten", busy=False)
-        if budget is not None and total > held:
-            if not ANSWERS.take(total - held, budget):
-                raise AnswerTooLarge(f"answers being rewritten hold {ANSWERS.used} bytes already", busy=True)
-            held = total
+        if total <= held:
+            return
+        more = total - held
+        if budget is not None and not ANSWERS.take(more, budget):
+            raise AnswerTooLarge(f"answers being rewritten hold {ANSWERS.used} bytes already", busy=True)
+        if worker is not None and not worker[0].take(more, worker[1]):
+            if budget is not None:
+                ANSWERS.give(more)
+            raise AnswerTooLarge(f"this worker's answers being rewritten hold {worker[0].used} bytes", busy=True)
+        held = total
 
     parts: list[bytes] = []
     scanner = ChunkedScanner() if framing == "chunked" else None
     left = resp.length if framing == "length" else -1
     size = 0
     try:
-        if framing == "length":
-            hold(resp.length)
         while True:
             if scanner is not None:
                 data = conn.take()
@@ -224,6 +225,8 @@ async def read_answer(
                 data = conn.take(left)
                 parts.append(data)
                 left -= len(data)
+                size += len(data)
+                hold(size)
                 if not left:
                     return b"".join(parts)
             else:
@@ -235,13 +238,24 @@ async def read_answer(
                 if framing == "close":
                     return b"".join(parts)
                 raise UpstreamError("read", "the connection closed inside the answer")
+            wait = timeout
+            if end is not None:
+                left_time = end - loop.time()
+                if left_time <= 0:
+                    raise UpstreamError("timeout", f"the answer did not come whole within {deadline:.0f}s")
+                wait = left_time if wait is None else min(wait, left_time)
             try:
-                await conn.wait_readable(timeout)
+                await conn.wait_readable(wait)
             except TimeoutError:
+                if end is not None and loop.time() >= end:
+                    raise UpstreamError("timeout", f"the answer did not come whole within {deadline:.0f}s") from None
                 raise UpstreamError("timeout", f"no byte of the answer within {timeout:.0f}s") from None
     finally:
         if held:
-            ANSWERS.give(held)
+            if budget is not None:
+                ANSWERS.give(held)
+            if worker is not None:
+                worker[0].give(held)
 
 
 def ref(namespace: str | None, name: str) -> str:

@@ -14,15 +14,16 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import aiohttp
-from aiohttp import web
 
+from mkpolicy.errors import MkpolicyError
 from mkpolicy.kube.client import ApiError, KubeClient, ResourceInfo
 from mkpolicy.kube.kubeconfig import dump_kubeconfig, load_kubeconfig, rest_config
 from mkpolicy.kube.rest import RestConfig, in_cluster_config
-from mkpolicy.opsendpoints import ops_app
 from mkpolicy.policy import GVK
 from mkpolicy.sidecar.cache import ManagerCache, read_object
 from mkpolicy.sidecar.config import ConfigError, SidecarConfig, Worker
+from mkpolicy.sidecar.contract import Contract
+from mkpolicy.sidecar.contract import build as build_contract
 from mkpolicy.sidecar.endpoints import Credentials, certificate_hosts, endpoint_url, load_or_create
 from mkpolicy.sidecar.events import EventRecorder
 from mkpolicy.sidecar.execution import Evaluator
@@ -30,7 +31,8 @@ from mkpolicy.sidecar.kueueconfig import Finding, KueueInfo, policy_findings, po
 from mkpolicy.sidecar.listener import Listener
 from mkpolicy.sidecar.logs import fields, plain_error
 from mkpolicy.sidecar.metrics import Metrics
-from mkpolicy.sidecar.policies import Entry, PolicySet, PolicyStore, ReloadError
+from mkpolicy.sidecar.ops import ops_handler
+from mkpolicy.sidecar.policies import Entry, PolicySet, PolicyStore, ReloadError, holds_yaml
 from mkpolicy.sidecar.proxy import WorkerEndpoint
 from mkpolicy.sidecar.wiring import UnwireResult, WireResult, multikueue_secret, unwire, wire
 from mkpolicy.sidecar.workers import WorkerLink
@@ -71,20 +73,36 @@ class Sidecar:
         self._links: dict[str, WorkerLink] = {}
         #: Workers whose Secret --wire could not point at the sidecar, and why.
         self._wiring_problems: dict[str, str] = {}
-        self._ops_runner: web.AppRunner | None = None
+        self._ops: Listener | None = None
         self._listeners: list[Listener] = []
         self._ports: dict[str, int] = {}
         self._ops_port = 0
         self._evaluator = Evaluator(transform_threads)
         self._store = PolicyStore(policies_dir, self._resolve, self.metrics, self._policies_changed)
         self._first_load: asyncio.Task[None] | None = None
+        self._manager_follow: asyncio.Task[None] | None = None
+        #: Why the manager's kubeconfig (or service account) could not be read again, or None.
+        self._manager_problem: str | None = None
         self._started = False
+        self._contract: Contract | None = None
+        self._contract_key: tuple[object, object] = (None, None)
 
     # -- Hub (what the endpoints use) ------------------------------------------------------------
     @property
     def policies(self) -> PolicySet | None:
         """The active policy set."""
         return self._store.active
+
+    @property
+    def contract(self) -> Contract:
+        """The wire contract for Kueue's configuration and the active policies (rebuilt when they change)."""
+        key = (self.kueue, self._store.active)
+        if self._contract is None or self._contract_key[0] is not key[0] or self._contract_key[1] is not key[1]:
+            self._contract = build_contract(
+                self.kueue, self._store.active, self.config.wire.allow, self.config.wire.allow_paths
+            )
+            self._contract_key = key
+        return self._contract
 
     async def manager_object(self, entry: Entry, namespace: str | None, name: str) -> dict[str, Any] | None:
         """The manager's object for a policy kind: the watch cache, else a direct read."""
@@ -169,6 +187,8 @@ class Sidecar:
             checks.extend(f"fail pending {p}" for p in active.pending)
             checks.extend(f"ok skipped {p}" for p in active.skipped)
         checks.extend(link.readiness() for link in self._links.values())
+        if self._manager_problem is not None:
+            checks.append(f"fail manager: {self._manager_problem}")
         checks.extend(f"warn wiring {name}: {why}" for name, why in self._wiring_problems.items())
         if self.kueue is not None:
             checks.append(f"ok kueue: {self.kueue.describe()}")
@@ -222,9 +242,18 @@ class Sidecar:
         try:
             await self._store.reload(force=True)
         except ReloadError as exc:
-            if exc.reason != "discovery":
+            if exc.reason == "discovery":
+                self._first_load = asyncio.create_task(self._retry_first_load(), name="policy-first-load")
+            elif cfg.reload.interval_seconds > 0 and not holds_yaml(self._store.directory):
+                # The policies ConfigMap volume is optional: before the ConfigMap exists the kubelet
+                # mounts an empty directory and fills it once it does. Keep serving (writes are
+                # answered 503 until a set is active) instead of crash-looping Kueue's pod.
+                log.warning(
+                    "no policies yet: waiting for the policies directory to fill",
+                    extra=fields(directory=self._store.directory),
+                )
+            else:
                 raise
-            self._first_load = asyncio.create_task(self._retry_first_load(), name="policy-first-load")
         for worker, port in zip(cfg.workers, cfg.worker_ports(), strict=True):
             await self._start_endpoint(worker, port)
         interval = cfg.reload.interval_seconds
@@ -232,6 +261,8 @@ class Sidecar:
             link.follow(self._manager, interval)
         self.events.start()
         self._store.start(interval)
+        if self._manager_config is None and interval > 0:
+            self._manager_follow = asyncio.create_task(self._follow_manager(interval), name="manager-kubeconfig")
         self._report_kueue(self._store.active)
 
     def _report_kueue(self, active: PolicySet | None) -> None:
@@ -250,6 +281,29 @@ class Sidecar:
         ports = {p for p in self.config.worker_ports() if p} | set(self._ports.values())
         return frozenset(endpoint_url(address, p) for p in ports)
 
+    async def _follow_manager(self, interval: float) -> None:
+        """Read the manager's kubeconfig (or the service account's CA) again every ``interval`` seconds
+        and take up a change (a rotated CA, client certificate, server) from the next request on, as
+        worker kubeconfigs are followed."""
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                config = manager_rest_config(self.config)
+            except MkpolicyError as exc:
+                if self._manager_problem is None:
+                    log.warning("manager kubeconfig unreadable; the last one is kept", extra=fields(error=exc.message))
+                self._manager_problem = exc.message
+                continue
+            self._manager_problem = None
+            manager = self._manager
+            if manager is not None and config != manager.config:
+                try:
+                    manager.reconfigure(config)
+                except MkpolicyError as exc:
+                    self._manager_problem = exc.message
+                    continue
+                log.info("manager kubeconfig changed; taken up", extra=fields(server=config.server))
+
     async def _retry_first_load(self) -> None:
         delay = 0.5
         while self._store.active is None:
@@ -261,12 +315,9 @@ class Sidecar:
                 continue
 
     async def _start_ops(self) -> None:
-        runner = web.AppRunner(ops_app(self.readiness, self.metrics), access_log=None, shutdown_timeout=1.0)
-        await runner.setup()
-        site = web.TCPSite(runner, self.config.ops.address, self.config.ops.port)
-        await site.start()
-        self._ops_runner = runner
-        self._ops_port = _bound_port(runner)
+        # the endpoints' listener and limits: the ops port is bounded before anything is read too
+        self._ops = Listener(ops_handler(self.readiness, self.metrics), None, None, self.config.limits)
+        self._ops_port = await self._ops.start(self.config.ops.address, self.config.ops.port)
 
     async def _start_endpoint(self, worker: Worker, port: int) -> None:
         endpoint = WorkerEndpoint(self, self._links[worker.name].upstream)
@@ -282,14 +333,16 @@ class Sidecar:
         log.info("sidecar stopping", extra=fields(grace_seconds=self.config.shutdown.grace_period_seconds))
         if self._first_load is not None:
             self._first_load.cancel()
+        if self._manager_follow is not None:
+            self._manager_follow.cancel()
         await self._store.stop()
         # Every endpoint stops listening and drains at once (watches end cleanly); the probes go last.
         grace = self.config.shutdown.grace_period_seconds
         await asyncio.gather(*(listener.close(grace) for listener in self._listeners))
         self._listeners.clear()
-        if self._ops_runner is not None:
-            await self._ops_runner.cleanup()
-            self._ops_runner = None
+        if self._ops is not None:
+            await self._ops.close(1.0)
+            self._ops = None
         for cache in list(self._caches.values()):
             await cache.stop()
         self._caches.clear()
@@ -405,8 +458,3 @@ def manager_rest_config(config: SidecarConfig) -> RestConfig:
     return rest_config(
         data, path, kueue_rules=False, base_dir=os.path.dirname(os.path.abspath(path)), context=config.manager.context
     )
-
-
-def _bound_port(runner: web.AppRunner) -> int:
-    addresses = runner.addresses
-    return int(addresses[-1][1]) if addresses else 0

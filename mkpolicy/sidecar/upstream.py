@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import socket
 import ssl
 import time
@@ -41,9 +42,62 @@ MAX_IDLE = 32
 IDLE_SECONDS = 60.0
 
 #: Request fields never forwarded: hop-by-hop, the client's credentials, what the sidecar sets itself.
-_DROPPED = HOP_BY_HOP | {"authorization", "host", "expect", "proxy-authorization"}
+_DROPPED = (
+    HOP_BY_HOP
+    | {"authorization", "host", "expect", "proxy-authorization"}
+    | {
+        # what a client says about where a request came from is not relayed: the worker's audit log
+        # would record it as the sidecar's word (the sidecar itself adds nothing)
+        "forwarded",
+        "x-forwarded-for",
+        "x-forwarded-host",
+        "x-forwarded-proto",
+        "x-real-ip",
+    }
+)
 #: Also dropped when the sidecar re-encodes the body (it sets them itself).
 _DROPPED_REENCODED = _DROPPED | {"content-length", "transfer-encoding", "content-type", "accept", "accept-encoding"}
+
+
+class AnswerBudget:
+    """Bytes of worker answers held whole at once (to be rewritten): the process's, or one worker's."""
+
+    def __init__(self) -> None:
+        self.used = 0
+
+    def take(self, size: int, limit: int) -> bool:
+        """Hold ``size`` more bytes if that stays within ``limit``."""
+        if self.used + size > limit:
+            return False
+        self.used += size
+        return True
+
+    def give(self, size: int) -> None:
+        """Release ``size`` bytes."""
+        self.used -= size
+
+
+#: TCP keepalive of worker connections, as client-go's dialer sets it (k8s.io/client-go/transport/cache.go:
+#: ``net.Dialer{KeepAlive: 30 * time.Second}``, which Go applies as idle time and interval; Linux's 9
+#: probes): a worker connection that dies silently is noticed even when no byte is due on it.
+KEEPALIVE_SECONDS = 30
+KEEPALIVE_PROBES = 9
+
+
+def keepalive(transport: asyncio.BaseTransport | None) -> None:
+    """Turn TCP keepalive on for ``transport``'s socket (where the platform has the options)."""
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is None:
+        return
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        for option, value in (
+            ("TCP_KEEPIDLE", KEEPALIVE_SECONDS),
+            ("TCP_KEEPINTVL", KEEPALIVE_SECONDS),
+            ("TCP_KEEPCNT", KEEPALIVE_PROBES),
+        ):
+            if hasattr(socket, option):
+                sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
 
 
 class Proxy:
@@ -195,6 +249,8 @@ class Upstream:
     def __init__(self, name: str, config: RestConfig, limits: Limits | None = None) -> None:
         self.name = name
         self.limits = limits or Limits()
+        #: Bytes of this worker's answers being rewritten (``limits.workerAnswerBudgetBytes``).
+        self.answers = AnswerBudget()
         #: Bumped by :meth:`update_config`; connections of an older one are not reused.
         self.generation = 0
         self._configure(config)
@@ -345,6 +401,7 @@ class Upstream:
             raise UpstreamError("connect", f"{type(exc).__name__}: {text}" if text else type(exc).__name__) from None
         if conn.lost:  # closed already (the worker's accept backlog): counted down by _forget
             raise UpstreamError("connect", "the connection closed at once")
+        keepalive(conn.transport)
         self.connections.add(conn)
         return conn
 

@@ -216,7 +216,7 @@ def test_export(
     assert out == snapshot
     documents = [d for d in yaml.safe_load_all(out) if d is not None]
     if what == "rbac":
-        assert [d["metadata"]["name"] for d in documents] == ["mkpolicy-manager", "mkpolicy-worker"]
+        assert [d["metadata"]["name"] for d in documents] == ["mkpolicy-manager", "mkpolicy-worker", "mkpolicy-sidecar"]
         manager_resources = {r for rule in documents[0]["rules"] for r in rule["resources"]}
         assert "pipelineruns/status" in manager_resources
         assert "policies" in manager_resources  # Kubernetes' plural of Policy

@@ -428,7 +428,8 @@ def test_a_schema_too_big_for_a_configmap(tmp_path: Path) -> None:
     lines = findings(tmp_path, "schema: big.json\n", messages=True)
     assert lines == [
         "7:11 MKP109 spec.schema 'big.json' is 1,627,985 bytes: with the policy, more than a ConfigMap holds "
-        "(1,048,576 bytes), so the policies ConfigMap cannot carry it; 'mkpolicy trim-schema big.json --framework "
+        "(1,048,576 bytes of data, kube-apiserver's limit even applied server-side), so the policies ConfigMap "
+        "cannot carry it; 'mkpolicy trim-schema big.json --framework "
         "Thing.v1.example.com -o FILE' writes the same schema without descriptions and other versions (validation, "
         "types and merges unchanged)"
     ]

@@ -30,10 +30,15 @@ import mkpolicy
 from mkpolicy.kube.client import KubeClient, ResourceInfo
 from mkpolicy.kube.kubeconfig import rest_config
 from mkpolicy.sidecar import Sidecar, SidecarConfig, config_from_dict
+from mkpolicy.sidecar.contract import ContractRefusal
+from mkpolicy.sidecar.contract import build as build_contract
+from mkpolicy.sidecar.http1 import parse_request_head
+from mkpolicy.sidecar.paths import target_of
 from mkpolicy.testing import ApiServer
 from mkpolicy.testing.fixtures import real_cluster_targets, target_config
 from mkpolicy.testing.kueue import Kueue
 from mkpolicy.testing.kueue.env import MultiKueueEnv, kubeconfig_bytes, loopback_multikueue
+from mkpolicy.testing.kueue.goclient import Sent, Wire
 from mkpolicy.testing.kueue.steps import KueueSteps
 from mkpolicy.testing.targets import ROLES, RealCluster
 
@@ -42,6 +47,30 @@ POLICIES = ROOT / "policies"
 DATA = Path(__file__).parent / "data"
 PIPELINERUNS = ResourceInfo("tekton.dev", "v1", "PipelineRun", "pipelineruns", True)
 WORKERS = ("worker1", "worker2")
+#: Kueue's remote Workloads (v1beta2: Kueue >= 0.15); a LIST of them is Kueue's GC, a request the
+#: wire contract allows (the tests' probe of a worker through the sidecar).
+WORKLOADS = "/apis/kueue.x-k8s.io/v1beta2/workloads"
+
+
+def probes(*groups: str, verbs: tuple[str, ...] = ("get", "list", "watch")) -> dict[str, Any]:
+    """A ``wire`` setting widening the contract to reads of every resource of ``groups`` with any
+    parameters (tests that probe workers with requests Kueue does not send)."""
+    allow = [
+        {
+            "reason": "tests probe the worker with requests Kueue does not send",
+            "verbs": list(verbs),
+            "group": g,
+            "resource": "*",
+            "subresource": "*",
+            "query": ["*"],
+            "accept": ["*"],
+            "contentTypes": ["*"] if set(verbs) - {"get", "list", "watch"} else [],
+        }
+        for g in groups
+    ]
+    return {"allow": allow, "allowPaths": [{"reason": "tests read /version", "path": "/version"}]}
+
+
 #: Metadata the API server sets on create (not part of what the sidecar sends).
 SERVER_METADATA = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields")
 
@@ -146,6 +175,7 @@ async def kueue(
         yield steps
     finally:
         await steps.close()
+    assert_in_contract(sidecar, steps.wire)
 
 
 def worker_secret_config(env: Clusters, **overrides: Any) -> SidecarConfig:
@@ -169,6 +199,32 @@ async def multikueue(
         await sidecar.wire()
         async with mk.kueue(**settings) as model:
             yield mk, sidecar, model
+        assert_in_contract(sidecar, model.wire)
+
+
+def assert_in_contract(sidecar: Sidecar, wire: Wire) -> None:
+    """Every request the Kueue model sent a worker is one the wire contract allows, unwidened
+    (:mod:`mkpolicy.sidecar.contract`; the SidecarConfig's ``wire`` widening left out)."""
+    contract = build_contract(sidecar.kueue, sidecar.policies)
+    for sent in wire.sent:
+        if sent.target == "manager":
+            continue
+        head = parse_request_head(sent_head(sent))
+        try:
+            contract.check(head, target_of(head.method, head.decoded))
+        except ContractRefusal as exc:
+            raise AssertionError(
+                f"the Kueue model sent {sent.line()}, which the wire contract refuses: {exc}"
+            ) from None
+
+
+def sent_head(sent: Sent) -> bytes:
+    """A request the Kueue model sent, as the head that went on the wire."""
+    fields = dict(sent.headers)
+    if sent.body is not None:
+        fields["Content-Length"] = str(len(sent.body))
+    lines = [f"{sent.method} {sent.url} HTTP/1.1", "Host: worker", *(f"{k}: {v}" for k, v in fields.items())]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
 
 def sidecar_kubeconfigs(sidecar: Sidecar) -> dict[str, bytes]:

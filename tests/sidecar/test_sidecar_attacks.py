@@ -223,7 +223,7 @@ def test_switching_protocols_and_informational_answers_are_not_reused(fast: bool
 
 def test_connections_above_the_limit_are_closed_before_tls() -> None:
     async def scenario() -> None:
-        async with wire(replying(JSON_ANSWER), limits=Limits(max_connections=4)) as w:
+        async with wire(replying(JSON_ANSWER), limits=Limits(max_connections=4, reserved_connections=0)) as w:
             held = [await w.connect() for _ in range(4)]
             with pytest.raises((ConnectionError, ssl.SSLError, asyncio.IncompleteReadError, OSError)):
                 reader, writer = await w.connect()
@@ -239,6 +239,50 @@ def test_connections_above_the_limit_are_closed_before_tls() -> None:
             reader, writer = await w.connect()
             writer.write(w.get("/api/v1/pods"))
             assert await read_response(reader) == JSON_ANSWER
+
+    asyncio.run(scenario())
+
+
+def test_idle_unauthenticated_connections_cannot_lock_kueue_out() -> None:
+    """The slots above ``maxConnections - reservedConnections`` are kept for authenticated clients:
+    a new connection ends the oldest unauthenticated one, and Kueue's, once authenticated, stays."""
+
+    async def scenario() -> None:
+        async with wire(replying(JSON_ANSWER), limits=Limits(max_connections=8, reserved_connections=2)) as w:
+            idle = [await w.connect() for _ in range(8)]  # every slot an unauthenticated one may take
+            reader, writer = await w.connect()  # Kueue
+            writer.write(w.get("/api/v1/pods"))
+            assert await read_response(reader) == JSON_ANSWER
+            idle += [await w.connect() for _ in range(12)]  # more of them: they end each other
+            writer.write(w.get("/api/v1/pods"))
+            assert await read_response(reader) == JSON_ANSWER  # Kueue's connection is still there
+            assert w.listener.evicted >= 12 and w.listener.refused == 0
+            for _, idle_writer in idle:
+                idle_writer.close()
+
+    asyncio.run(scenario())
+
+
+def test_one_address_cannot_take_every_slot() -> None:
+    """``maxConnectionsPerAddress``: a flood from one address is reset, another address still connects."""
+
+    async def scenario() -> None:
+        limits = Limits(max_connections=8, max_connections_per_address=3, reserved_connections=0)
+        async with wire(replying(JSON_ANSWER), limits=limits) as w:
+            held = [await w.connect() for _ in range(3)]
+            with pytest.raises((ConnectionError, ssl.SSLError, asyncio.IncompleteReadError, OSError)):
+                reader, writer = await w.connect()
+                writer.write(w.get("/api/v1/pods"))
+                await read_response(reader)
+            ctx = ssl.create_default_context(cadata=w.hub.credentials.ca.cert_pem.decode())
+            reader, writer = await asyncio.open_connection(
+                "127.0.0.1", w.port, ssl=ctx, local_addr=("127.0.0.2", 0), server_hostname="127.0.0.1"
+            )
+            writer.write(w.get("/api/v1/pods"))
+            assert await read_response(reader) == JSON_ANSWER
+            assert w.listener.refused >= 1
+            for _, held_writer in held:
+                held_writer.close()
 
     asyncio.run(scenario())
 
@@ -375,6 +419,22 @@ def test_secret_files_are_created_exclusively_and_private(tmp_path: Any) -> None
     assert stat.S_IMODE(state.stat().st_mode) == 0o700
     for name in ("ca.key", "tls.key", "tokens.json"):
         assert stat.S_IMODE((state / name).stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize("name", ["tokens.json", "ca.key", "ca.crt", "tls.key"])
+def test_state_files_others_may_write_are_not_trusted(tmp_path: Any, name: str) -> None:
+    """A pre-existing world-writable state file (a planted token or CA) stops the start, saying which."""
+    from mkpolicy.sidecar.config import ConfigError
+
+    state = tmp_path / "state"
+    tokens = load_or_create(str(state), ["w"], ["127.0.0.1"]).tokens
+    (state / "tokens.json").write_text(json.dumps({"w": "planted-" + "x" * 40}))
+    os.chmod(state / name, 0o666)
+    with pytest.raises(ConfigError) as info:
+        load_or_create(str(state), ["w"], ["127.0.0.1"])
+    assert f"{state / name}: mode 0666 lets others write it" in info.value.message
+    os.chmod(state / name, 0o600)
+    assert load_or_create(str(state), ["w"], ["127.0.0.1"]).tokens != tokens  # trusted again once private
 
 
 # -- bad input elsewhere -----------------------------------------------------------------------------------
@@ -550,3 +610,173 @@ def test_yaml_alias_bombs_of_large_strings_and_huge_integers(loader: str) -> Non
         load("x: 1\nn: " + "1" * 100_000 + "\n")
     assert "an integer of 100,000" in info.value.message and info.value.location is not None
     assert info.value.location.line == 2
+
+
+# -- the small slips ----------------------------------------------------------------------------------------
+
+
+def test_connection_naming_accept_is_refused() -> None:
+    """Dropping Accept upstream would turn the metadata-only read the sidecar let pass into a full one."""
+
+    async def scenario() -> None:
+        async with wire(replying(JSON_ANSWER)) as w:
+            accept = "Accept: application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+            got = await refused(w, w.get(f"{PR}/pr1", accept, "Connection: accept"))
+            assert got.startswith(b"HTTP/1.1 400 ") and b"names accept" in got
+            assert w.worker.requests == []
+
+    asyncio.run(scenario())
+
+
+def test_a_worker_answer_whose_connection_names_its_framing_is_not_relayed() -> None:
+    async def scenario() -> None:
+        bad = b"HTTP/1.1 200 OK\r\nConnection: Content-Length\r\nContent-Length: 2\r\n\r\n{}"
+        async with wire(replying(bad)) as w:
+            reader, writer = await w.connect()
+            writer.write(w.get("/api/v1/namespaces/a/configmaps/c"))
+            got = await read_response(reader)
+            assert got.startswith(b"HTTP/1.1 502 ") and b"frames the answer" in got
+
+    asyncio.run(scenario())
+
+
+def test_forwarding_fields_are_not_relayed() -> None:
+    async def scenario() -> None:
+        async with wire(replying(JSON_ANSWER)) as w:
+            reader, writer = await w.connect()
+            spoofed = ("X-Forwarded-For: 10.0.0.1", "Forwarded: for=10.0.0.1", "X-Real-Ip: 10.0.0.1")
+            writer.write(w.get("/api/v1/namespaces/a/configmaps/c", *spoofed))
+            assert await read_response(reader) == JSON_ANSWER
+            sent = w.worker.requests[0].head.fields
+            assert not {"x-forwarded-for", "forwarded", "x-real-ip"} & set(sent)
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("target", "path"),
+    [
+        ("http://sidecar?x=/api/v1/secrets", "/?x=/api/v1/secrets"),
+        ("https://sidecar#/api", "/#/api"),
+        ("http://sidecar/apis?x=/y", "/apis?x=/y"),
+        ("http://sidecar", "/"),
+    ],
+)
+def test_an_absolute_form_target_keeps_its_path(target: str, path: str) -> None:
+    from mkpolicy.sidecar.http1 import HttpError, parse_request_head
+
+    try:
+        head = parse_request_head(f"GET {target} HTTP/1.1\r\nHost: sidecar\r\n\r\n".encode())
+    except HttpError:
+        assert "#" in target  # llhttp refuses a fragment: never the query's '/' as the path
+        return
+    assert head.target == path
+
+
+def test_a_clients_malformed_body_is_not_the_workers_failure() -> None:
+    async def scenario() -> None:
+        async with wire(replying(JSON_ANSWER)) as w:
+            reader, writer = await w.connect()
+            writer.write(
+                w.get("/api/v1/namespaces/a/configmaps", "Transfer-Encoding: chunked", method="POST") + b"zz\r\n"
+            )
+            got = await asyncio.wait_for(reader.read(), 5)
+            assert got.startswith(b"HTTP/1.1 400 ") or got == b""
+            assert w.hub.failures == []
+
+    asyncio.run(scenario())
+
+
+def test_a_silent_watch_is_ended_and_its_worker_connection_closed() -> None:
+    """A worker that died silently (no bookmark, no byte) no longer holds Kueue's watch open forever:
+    after ``watchIdleSeconds`` the watch ends at an event boundary and Kueue reconnects."""
+
+    async def scenario() -> None:
+        limits = Limits(watch_idle_seconds=0.5)
+        async with wire(watch_script([b'{"type":"BOOKMARK","object":{}}\n'], end=False), limits=limits) as w:
+            reader, writer = await w.connect()
+            writer.write(w.get("/api/v1/pods?watch=true&allowWatchBookmarks=true"))
+            await reader.readuntil(b"\r\n\r\n")
+            assert await asyncio.wait_for(reader.readuntil(b"}\n\r\n"), 5)
+            assert await asyncio.wait_for(reader.readuntil(b"0\r\n\r\n"), 10) == b"0\r\n\r\n"
+            for _ in range(500):  # the worker connection is closed, not pooled
+                if w.worker.closed == 1:
+                    break
+                await asyncio.sleep(0.01)
+            assert w.worker.closed == 1
+            assert w.metric("mkpolicy_sidecar_active_watches", cluster="w") == 0
+
+    asyncio.run(scenario())
+
+
+def test_worker_connections_have_tcp_keepalive() -> None:
+    import socket
+
+    async def scenario() -> None:
+        async with wire(replying(JSON_ANSWER)) as w:
+            conn = await w.upstream.acquire()
+            sock = conn.transport.get_extra_info("socket") if conn.transport is not None else None
+            assert sock is not None and sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) != 0
+            if hasattr(socket, "TCP_KEEPIDLE"):
+                assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == 30
+            w.upstream.release(conn, False)
+
+    asyncio.run(scenario())
+
+
+def test_a_dripping_worker_reserves_nothing_and_is_cut_at_the_answer_deadline() -> None:
+    """An announced Content-Length holds no budget (bytes count as they come), a dripped body ends
+    at ``answerSeconds``, and one worker's answers cannot take more than its own budget."""
+    from mkpolicy.sidecar.conn import Connection
+    from mkpolicy.sidecar.http1 import parse_response_head
+    from mkpolicy.sidecar.relay import ANSWERS, AnswerTooLarge, read_answer
+    from mkpolicy.sidecar.upstream import AnswerBudget, UpstreamError
+
+    async def scenario() -> None:
+        resp = parse_response_head(b"HTTP/1.1 200 OK\r\nContent-Length: 8000000\r\n\r\n", "GET")
+        conn = Connection()
+        worker = AnswerBudget()
+        reading = asyncio.ensure_future(
+            read_answer(conn, resp, 5, 8 << 20, 64 << 20, (worker, 24 << 20), 0.5)  # type: ignore[arg-type]
+        )
+        for _ in range(3):  # the worker drips a byte now and then
+            await asyncio.sleep(0.05)
+            conn.buffer += b"x"
+            conn.wake()
+        for _ in range(100):  # (the reader takes the last byte on its next turn)
+            if ANSWERS.used == 3:
+                break
+            await asyncio.sleep(0.01)
+        assert ANSWERS.used == 3 and worker.used == 3  # what came, not what was announced
+        with pytest.raises(UpstreamError, match="did not come whole within"):
+            await asyncio.wait_for(reading, 10)
+        assert ANSWERS.used == 0 and worker.used == 0
+        # one worker's budget is its own
+        full = AnswerBudget()
+        full.used = 24 << 20
+        body = b"x" * 100
+        conn = Connection()
+        conn.buffer += body
+        conn.eof = True
+        resp = parse_response_head(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n", "GET")
+        with pytest.raises(AnswerTooLarge, match="this worker's answers") as info:
+            await read_answer(conn, resp, 5, 8 << 20, 64 << 20, (full, 24 << 20))  # type: ignore[arg-type]
+        assert info.value.busy and ANSWERS.used == 0
+
+    asyncio.run(scenario())
+
+
+def test_long_paths_are_not_kept() -> None:
+    """Nothing a client sends before its token is checked stays: parsed-path caches keep short paths only
+    (300 refused requests with 64 KiB paths took the sidecar to 561 MiB)."""
+    from mkpolicy.kube import target as kube_target
+    from mkpolicy.sidecar import paths
+
+    before = (kube_target._parse_path_cached.cache_info().currsize, paths._target_cached.cache_info().currsize)
+    for i in range(20):
+        long_path = f"/api/v1/namespaces/{i}" + "x" * (64 * 1024) + "/pods"
+        assert target_of("GET", parse_target(long_path)) is not None
+    after = (kube_target._parse_path_cached.cache_info().currsize, paths._target_cached.cache_info().currsize)
+    assert after == before
+    target_of("GET", parse_target("/api/v1/namespaces/short/pods"))  # short ones are still cached
+    assert paths._target_cached.cache_info().currsize >= before[1]

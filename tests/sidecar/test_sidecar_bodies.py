@@ -81,3 +81,28 @@ def test_other_bodies(raw: bytes, ctype: str, code: int, message: str) -> None:
     with pytest.raises(StatusError) as info:
         decode(raw, ctype)
     assert (info.value.code, message in info.value.message) == (code, True), info.value.message
+
+
+def test_the_number_of_values_is_bounded_before_decoding() -> None:
+    """A 3 MiB body of tiny values (millions of objects once decoded) is refused from a count of its
+    heads (CBOR) or its commas and brackets (JSON), before anything is built."""
+    import json as _json
+
+    from mkpolicy.sidecar.bodies import MAX_VALUES, cbor_values
+
+    many = [0] * (3 * 1024 * 1024)
+    for raw, kind in ((cbor2.dumps(many), "application/cbor"), (_json.dumps(many).encode(), "application/json")):
+        with pytest.raises(StatusError) as info:
+            decode(raw, kind)
+        assert info.value.code == 413 and f"at most {MAX_VALUES}" in info.value.message
+    # a real object is far below the bound; every item counts (map keys too)
+    obj = {"metadata": {"name": "x", "labels": {"a": "b"}}, "spec": {"list": [1, 2.5, None, True, b"raw"]}}
+    assert cbor_values(cbor2.dumps(obj), MAX_VALUES) == 18
+    tagged = cbor2.dumps(cbor2.CBORTag(55799, obj))
+    assert cbor_values(tagged, MAX_VALUES) == 19
+    # indefinite-length array and string: 0x9f [0x01, 0x7f "ab" "c" 0xff] 0xff
+    assert cbor_values(bytes([0x9F, 0x01, 0x7F, 0x62]) + b"ab" + bytes([0x61]) + b"c" + bytes([0xFF, 0xFF]), 10) == 5
+    for cut in (cbor2.dumps(obj)[:-3], bytes([0x9F, 0x01])):
+        with pytest.raises(StatusError) as info:
+            cbor_values(cut, MAX_VALUES)
+        assert info.value.code == 400

@@ -138,6 +138,12 @@ def test_check_mode(tmp_path: Path) -> None:
             "managedBy at /metadata/labels" in proc.stdout
         )
         assert "policy argo-workflow: ok" not in proc.stdout
+        # the wire contract in force: Kueue's Workloads, the policy kind, every built-in integration
+        # (Kueue's configuration not read), and nothing of the skipped policy
+        contract = proc.stdout[proc.stdout.index("wire contract (") :]
+        assert "Workloads: watch" in contract and "policy tekton-pipelinerun: create" in contract
+        assert "integration batch/job: patch" in contract and "argoproj.io" not in contract
+        assert "policy tekton-pipelinerun: patch" not in contract
         proc = mkpolicy_cmd("sidecar", "--check", "--policies", str(policies), "--config", str(bad_config))
         assert proc.returncode == 2
         assert "insecure-skip-tls-verify is not allowed" in proc.stderr and "tokenFile is not allowed" in proc.stderr

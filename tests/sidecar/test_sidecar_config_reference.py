@@ -30,7 +30,7 @@ def test_committed_reference_matches_the_models(path: str, render: object) -> No
 def test_schema_accepts_the_shipped_config_and_refuses_typos() -> None:
     schema = sidecarconfig_schema()
     validator = jsonschema.Draft202012Validator(schema)
-    shipped = yaml.safe_load((ROOT / "deploy" / "sidecar" / "sidecar-config.yaml").read_text())
+    shipped = yaml.safe_load((ROOT / "examples" / "deploy" / "sidecar-config.yaml").read_text())
     assert [e.message for e in validator.iter_errors(shipped)] == []
     typo = {**shipped, "listen": {"basPort": 7443}}
     assert any("basPort" in e.message for e in validator.iter_errors(typo))

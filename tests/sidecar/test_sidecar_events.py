@@ -16,6 +16,7 @@ from mkpolicy.sidecar.events import (
     Event,
     EventRecorder,
     ObjectRef,
+    escape,
     event_name,
 )
 from mkpolicy.sidecar.metrics import Metrics
@@ -140,3 +141,20 @@ def test_recorder_writes_counts_and_survives_an_unreachable_server(
                 await recorder.stop()
 
         asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("plain text", "plain text"),
+        ("run\nInjected: line", "run\\nInjected: line"),
+        ("\x1b[31mred\x1b[0m", "\\x1b[31mred\\x1b[0m"),
+        ("rtl \u202e txt", "rtl \\u202e txt"),
+    ],
+)
+def test_event_messages_are_one_readable_line(message: str, expected: str) -> None:
+    assert escape(message) == expected
+    recorder = EventRecorder(lambda: None, Metrics())
+    recorder.record(RUN, "Warning", "Test", message)
+    event, _ = recorder._queue.get_nowait()
+    assert event.message == expected

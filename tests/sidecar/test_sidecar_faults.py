@@ -26,6 +26,7 @@ from sidecar_harness import (
     metric,
     pipelinerun,
     policy_dir,
+    probes,
     running,
     sidecar_kubeconfigs,
 )
@@ -99,7 +100,9 @@ def test_manager_down_uses_the_cache_and_refuses_what_it_cannot_read(tmp_path: P
 
         async def scenario() -> None:
             async with (
-                running(env.config(manager={"reads": "cache"}), policy_dir(tmp_path, TEKTON)) as sidecar,
+                running(
+                    env.config(manager={"reads": "cache"}, wire=probes("tekton.dev")), policy_dir(tmp_path, TEKTON)
+                ) as sidecar,
                 kueue(env, sidecar) as driver,
             ):
                 env.manager.create(pipelinerun("cached"))
@@ -190,7 +193,9 @@ def test_expired_watches_resume(tmp_path: Path) -> None:
 
         async def scenario() -> None:
             async with (
-                running(env.config(manager={"reads": "cache"}), policy_dir(tmp_path, TEKTON)) as sidecar,
+                running(
+                    env.config(manager={"reads": "cache"}, wire=probes("tekton.dev")), policy_dir(tmp_path, TEKTON)
+                ) as sidecar,
                 kueue(env, sidecar) as driver,
             ):
                 env.manager.create(pipelinerun("run-1"))
@@ -444,7 +449,7 @@ def test_hostile_expression_is_stopped_by_the_cost_budget(tmp_path: Path) -> Non
         )
 
         async def scenario() -> None:
-            async with running(env.config(), policies) as sidecar, kueue(env, sidecar) as driver:
+            async with running(env.config(wire=probes("")), policies) as sidecar, kueue(env, sidecar) as driver:
                 env.manager.create(pipelinerun("run-1", env.ns))
                 create = asyncio.create_task(driver.sync_job("worker1", env.ns, "run-1", "wl-1"))
                 # meanwhile other requests are served
@@ -492,7 +497,7 @@ def test_graceful_shutdown_drains_requests_and_ends_watches_cleanly(tmp_path: Pa
     with clusters(tmp_path) as env:
 
         async def scenario() -> None:
-            sidecar_cm = running(env.config(), policy_dir(tmp_path, TEKTON))
+            sidecar_cm = running(env.config(wire=probes("")), policy_dir(tmp_path, TEKTON))
             sidecar = await sidecar_cm.__aenter__()
             try:
                 async with kueue(env, sidecar) as driver:

@@ -24,6 +24,7 @@ from sidecar_harness import (
     kueue,
     pipelinerun,
     policy_dir,
+    probes,
     running,
     strip_server_fields,
 )
@@ -56,7 +57,9 @@ def test_kubectl_through_the_sidecar(tmp_path: Path) -> None:
         w1 = env.worker("worker1")
 
         async def scenario() -> None:
-            async with running(env.config(), policy_dir(tmp_path, TEKTON)) as sidecar, kueue(env, sidecar) as steps:
+            # kubectl is not Kueue: its requests (tables, LIST, parameters) pass by an explicit widening
+            config = env.config(wire=probes("tekton.dev", verbs=("get", "list", "watch", "create", "delete")))
+            async with running(config, policy_dir(tmp_path, TEKTON)) as sidecar, kueue(env, sidecar) as steps:
                 path = tmp_path / "via-sidecar.kubeconfig"
                 write_kubeconfig(str(path), sidecar.kubeconfig("worker1"))
                 via = Kubectl.for_kubeconfig(path, tmp_path / "via")

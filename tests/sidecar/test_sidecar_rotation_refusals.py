@@ -22,6 +22,7 @@ import yaml
 from sidecar_harness import (
     PIPELINERUNS,
     POLICIES,
+    WORKLOADS,
     adapter_for,
     client,
     clusters,
@@ -200,7 +201,7 @@ def test_rotated_secret_is_rewired_and_a_restart_keeps_the_rotation(tmp_path: Pa
                 assert secret_kubeconfig(secret, ORIGINAL_KEY) == new
                 assert sidecar._links["worker1"].upstream.config.token == "rotated-token"
                 async with client(sidecar.kubeconfig("worker1")) as w1:
-                    assert (await w1.get("/api/v1/namespaces"))["kind"] == "NamespaceList"
+                    assert (await w1.get(WORKLOADS))["kind"] == "WorkloadList"
             # a restart with --wire: the saved (rotated) kubeconfig stays the real one
             async with running(config, policies) as sidecar:
                 assert sidecar._links["worker1"].upstream.config.token == "rotated-token"
@@ -240,13 +241,13 @@ def test_rotated_token_in_a_kubeconfig_file_is_taken_up(tmp_path: Path) -> None:
                 running(env.config(), policy_dir(tmp_path, TEKTON)) as sidecar,
                 client(sidecar.kubeconfig("worker2")) as w2,
             ):
-                assert (await w2.get("/api/v1/namespaces"))["kind"] == "NamespaceList"
+                assert (await w2.get(WORKLOADS))["kind"] == "WorkloadList"
                 worker.add_token("file-rotated")
                 config = yaml.safe_load(path.read_text())
                 config["users"][0]["user"]["token"] = "file-rotated"
                 path.write_text(yaml.safe_dump(config))
                 await eventually(lambda: sidecar._links["worker2"].upstream.config.token == "file-rotated")
-                assert (await w2.get("/api/v1/namespaces"))["kind"] == "NamespaceList"
+                assert (await w2.get(WORKLOADS))["kind"] == "WorkloadList"
                 assert (
                     metric(sidecar, "mkpolicy_sidecar_worker_kubeconfig_reloads_total", cluster="worker2", result="ok")
                     == 1
@@ -298,13 +299,52 @@ def test_one_worker_unwirable_one_unreachable_the_other_serves(tmp_path: Path) -
                     client(sidecar.kubeconfig("worker2")) as w2,
                 ):
                     with pytest.raises(ApiError) as info:
-                        await w2.get("/api/v1/namespaces")
+                        await w2.get(WORKLOADS)
                     assert info.value.status == 503 and "unreachable" in info.value.message
-                    assert (await w1.get("/api/v1/namespaces"))["kind"] == "NamespaceList"
+                    assert (await w1.get(WORKLOADS))["kind"] == "WorkloadList"
                 ready, checks = sidecar.readiness()
                 assert ready, checks
                 assert "ok worker worker1" in checks
                 assert any(c.startswith("warn worker worker2: unreachable") for c in checks), checks
                 assert any(c.startswith("warn wiring worker2: worker worker2: MultiKueueCluster") for c in checks)
+
+        asyncio.run(scenario())
+
+
+def test_a_rotated_manager_kubeconfig_is_taken_up(tmp_path: Path) -> None:
+    """The manager's kubeconfig is followed as the workers' are: a rotated CA is used from the next read on."""
+    from mkpolicy.kube.certs import make_ca
+
+    with clusters(tmp_path) as env:
+        path = env.kubeconfigs["manager"]
+        good = yaml.safe_load(path.read_text())
+        rotated = yaml.safe_load(path.read_text())
+        other_ca = make_ca("another-ca").cert_pem
+        rotated["clusters"][0]["cluster"]["certificate-authority-data"] = base64.b64encode(other_ca).decode()
+
+        async def scenario() -> None:
+            async with running(env.config(), policy_dir(tmp_path, TEKTON)) as sidecar, kueue(env, sidecar) as driver:
+                env.manager.create(pipelinerun("run-1", env.ns))
+                await driver.sync_job("worker1", env.ns, "run-1", "wl-1")
+                async with client(sidecar.kubeconfig("worker1")) as w1:
+
+                    async def read() -> int:
+                        try:
+                            await w1.get(PIPELINERUNS.path(env.ns, "run-1"))
+                        except ApiError as exc:
+                            return exc.status
+                        return 200
+
+                    assert await read() == 200
+                    path.write_text(yaml.safe_dump(rotated))  # the manager's CA as the sidecar now sees it
+                    await eventually(
+                        lambda: sidecar._manager is not None and sidecar._manager.config.ca_pem == other_ca
+                    )
+                    assert await read() == 503  # the manager's object cannot be read: nothing untransformed
+                    path.write_text(yaml.safe_dump(good))
+                    await eventually(
+                        lambda: sidecar._manager is not None and sidecar._manager.config.ca_pem != other_ca
+                    )
+                    assert await read() == 200
 
         asyncio.run(scenario())

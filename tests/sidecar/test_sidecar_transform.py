@@ -251,16 +251,17 @@ RUNS = "/apis/tekton.dev/v1/namespaces/a/pipelineruns"
         ("POST", RUNS, "", True, "transform"),
         ("GET", f"{RUNS}/r", "application/json", True, "transform"),
         ("GET", f"{RUNS}/r", "", True, "transform"),
-        ("GET", f"{RUNS}/r/status", "application/json", True, "transform"),
-        # Kueue's ownership check (since 0.17.6/0.18.2/0.19.0) and kubectl's tables: not the object
+        # Kueue's ownership check (since 0.17.6/0.18.2/0.19.0): not the object
         ("GET", f"{RUNS}/r", METADATA_ONLY, True, "pass"),
-        ("GET", f"{RUNS}/r", TABLE, True, "pass"),
-        # Kueue lists nothing of a generic-adapter kind and reads only labels from watch events
-        ("GET", RUNS, "application/json", True, "pass"),
+        # kubectl's tables, a status read, LIST and deletecollection: Kueue sends none (the wire contract)
+        ("GET", f"{RUNS}/r", TABLE, True, 403),
+        ("GET", f"{RUNS}/r/status", "application/json", True, 403),
+        ("GET", RUNS, "application/json", True, 403),
+        ("DELETE", RUNS, "", True, 403),
+        # Kueue reads only labels from watch events
         ("GET", f"{RUNS}?watch=true&labelSelector=x", "application/json", True, "pass"),
         ("GET", f"{RUNS}?watch=1", "application/json", True, "pass"),
         ("DELETE", f"{RUNS}/r", "", True, "pass"),
-        ("DELETE", RUNS, "", True, "pass"),
         # another version: reads pass (a refused watch drops Kueue's whole worker), writes are refused
         ("GET", "/apis/tekton.dev/v1beta1/namespaces/a/pipelineruns?watch=true", "", True, "pass"),
         ("GET", "/apis/tekton.dev/v1beta1/namespaces/a/pipelineruns/r", "", True, "pass"),
@@ -268,11 +269,11 @@ RUNS = "/apis/tekton.dev/v1/namespaces/a/pipelineruns"
         ("POST", "/apis/tekton.dev/v1beta1/namespaces/a/pipelineruns", "", True, "transform"),
         ("PUT", f"{RUNS}/r", "", True, 403),
         ("PATCH", f"{RUNS}/r/status", "", True, 403),
-        ("POST", "/api/v1/namespaces/a/configmaps", "", True, "pass"),
+        ("POST", "/api/v1/namespaces/a/configmaps", "", True, 403),
         ("GET", "/apis", "", True, "pass"),
-        # no policy set yet: reads pass, writes wait
-        ("GET", f"{RUNS}?watch=true", "", False, "pass"),
-        ("GET", f"{RUNS}/r", "", False, "pass"),
+        # no policy set yet: what may be a policy kind waits (its raw status must not reach Kueue)
+        ("GET", f"{RUNS}?watch=true", "", False, 503),
+        ("GET", f"{RUNS}/r", "", False, 503),
         ("POST", "/api/v1/namespaces/a/configmaps", "", False, 503),
     ],
 )
@@ -281,6 +282,7 @@ def test_what_is_transformed(
 ) -> None:
     from mkpolicy.kube.client import ResourceInfo
     from mkpolicy.kube.rest import RestConfig
+    from mkpolicy.sidecar.contract import build as build_contract
     from mkpolicy.sidecar.endpoints import load_or_create
     from mkpolicy.sidecar.http1 import parse_request_head
     from mkpolicy.sidecar.metrics import Metrics
@@ -294,6 +296,8 @@ def test_what_is_transformed(
         credentials = load_or_create(None, ["w"], ["127.0.0.1"])
         entry = Entry(adapter, ResourceInfo("tekton.dev", "v1", "PipelineRun", "pipelineruns", True))
         policies = PolicySet((entry,), "t") if active else None
+        kueue = None
+        contract = build_contract(None, policies)
 
         def worker_problem(self, cluster: str) -> None:
             return None

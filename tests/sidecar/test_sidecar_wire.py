@@ -22,10 +22,13 @@ from sidecar_harness import DATA
 
 import mkpolicy
 from mkpolicy.kube.rest import RestConfig
-from mkpolicy.sidecar.config import Limits
+from mkpolicy.sidecar.config import WIRE_VERBS, AllowPath, AllowRule, Limits
+from mkpolicy.sidecar.contract import Contract
+from mkpolicy.sidecar.contract import build as build_contract
 from mkpolicy.sidecar.endpoints import Credentials, load_or_create
 from mkpolicy.sidecar.events import EventRecorder
 from mkpolicy.sidecar.http1 import ChunkedScanner, RequestHead, chunk, parse_request_head
+from mkpolicy.sidecar.kueueconfig import KueueInfo
 from mkpolicy.sidecar.listener import Exchange, Listener
 from mkpolicy.sidecar.metrics import Metrics
 from mkpolicy.sidecar.policies import PolicySet
@@ -110,6 +113,23 @@ class FakeWorker:
         await asyncio.sleep(0.01)
 
 
+#: The transport tests use any path: the wire contract widened to every request of the groups they use
+#: (tests/sidecar/test_sidecar_contract.py holds the sidecar to the contract itself).
+ALLOW_ALL = [
+    AllowRule(
+        reason="transport tests",
+        verbs=list(WIRE_VERBS),
+        group=group,
+        resource="*",
+        subresource="*",
+        query=["*"],
+        accept=["*"],
+        content_types=["*"],
+    )
+    for group in ("", "tekton.dev", "batch")
+]
+
+
 class StubHub:
     """The sidecar as an endpoint sees it, with no policy kinds: everything passes through."""
 
@@ -119,8 +139,15 @@ class StubHub:
         self.credentials: Credentials = load_or_create(None, ["w"], ["127.0.0.1"])
         self.policies: PolicySet | None = PolicySet((), "none")
         self.events = EventRecorder(lambda: None, self.metrics)
-        self.kueue = None
+        self.kueue: KueueInfo | None = None
+        #: The wire contract's widening (``wire.allow``).
+        self.allow: list[AllowRule] = list(ALLOW_ALL)
+        self.allow_paths: list[AllowPath] = [AllowPath(reason="transport tests", path="/*", methods=["GET", "HEAD"])]
         self.failures: list[str] = []
+
+    @property
+    def contract(self) -> Contract:
+        return build_contract(self.kueue, self.policies, self.allow, self.allow_paths)
 
     def worker_problem(self, cluster: str) -> str | None:
         return None

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from sidecar_harness import client, clusters, eventually, metric, policy_dir, running
+from sidecar_harness import WORKLOADS, client, clusters, eventually, metric, policy_dir, running
 
 from mkpolicy.kube.rest import TokenSource, in_cluster_config
 from mkpolicy.sidecar.config import ConfigError, Worker
@@ -192,10 +192,10 @@ def test_refused_worker_kubeconfig_is_isolated_and_a_rotation_fixes_it(tmp_path:
                 assert "ok worker worker2" in checks
                 async with client(sidecar.kubeconfig("worker1")) as w1, client(sidecar.kubeconfig("worker2")) as w2:
                     with pytest.raises(ApiError) as info:
-                        await w1.get("/api/v1/namespaces")
+                        await w1.get(WORKLOADS)
                     assert info.value.status == 503 and "insecure-skip-tls-verify" in info.value.message
                     assert info.value.body.get("kind") == "Status"
-                    assert (await w2.get("/api/v1/namespaces"))["kind"] == "NamespaceList"
+                    assert (await w2.get(WORKLOADS))["kind"] == "WorkloadList"
                     # the Secret is rotated to a good kubeconfig (while its watch is re-opened: it
                     # resumes from the last resourceVersion seen): taken up, no restart, no read
                     env.manager.faults.end_watches(resource="secrets")
@@ -204,7 +204,7 @@ def test_refused_worker_kubeconfig_is_isolated_and_a_rotation_fixes_it(tmp_path:
                     env.manager.update(secret)
                     await eventually(lambda: sidecar.worker_problem("worker1") is None)
                     assert reads.hits == 1
-                    assert (await w1.get("/api/v1/namespaces"))["kind"] == "NamespaceList"
+                    assert (await w1.get(WORKLOADS))["kind"] == "WorkloadList"
                 assert (
                     metric(sidecar, "mkpolicy_sidecar_worker_kubeconfig_reloads_total", cluster="worker1", result="ok")
                     == 1

@@ -69,4 +69,5 @@ def test_apiserver_factory_options(apiserver_factory) -> None:
         "coordination.k8s.io",
         "apiextensions.k8s.io",
         "events.k8s.io",
+        "rbac.authorization.k8s.io",
     }

@@ -52,7 +52,9 @@ def check_schema(ctx: PolicyContext, cache: SchemaCache) -> None:
     _check_size(ctx, ref, path, where)
 
 
-#: The most a ConfigMap holds, all its files together (the API server's validation).
+#: The most a ConfigMap holds, all its files together (kube-apiserver's ValidateConfigMap). A
+#: client-side ``kubectl apply`` fails far earlier, from 256 KiB (it copies the object into an
+#: annotation): the documented install applies server-side.
 CONFIGMAP_LIMIT = 1024 * 1024
 
 
@@ -67,7 +69,8 @@ def _check_size(ctx: PolicyContext, ref: str, path: str, where: Location) -> Non
     ctx.report(
         "MKP109",
         f"spec.schema {ref!r} is {schema_size:,} bytes: with the policy, more than a ConfigMap holds "
-        f"({CONFIGMAP_LIMIT:,} bytes), so the policies ConfigMap cannot carry it; 'mkpolicy trim-schema "
+        f"({CONFIGMAP_LIMIT:,} bytes of data, kube-apiserver's limit even applied server-side), so the policies "
+        f"ConfigMap cannot carry it; 'mkpolicy trim-schema "
         f"{ref} --framework {ctx.policy.spec.framework} -o FILE' writes the same schema without descriptions "
         "and other versions (validation, types and merges unchanged)",
         where,

@@ -18,7 +18,7 @@ What it implements
   generates, bearer-token authentication (401 ``Status`` otherwise); ``/healthz``,
   ``/livez``, ``/readyz`` without a token.
 - Resources: Namespace, ConfigMap, Secret, core/v1 and events.k8s.io/v1 Events (one
-  store, converted), coordination.k8s.io Lease, batch/v1 Job,
+  store, converted), coordination.k8s.io Lease, batch/v1 Job, RBAC roles and bindings,
   apiextensions.k8s.io/v1 CustomResourceDefinition, and every CRD stored (by POST or
   :meth:`ApiServer.register_crd`) whose schemas are structural (:mod:`.structural`):
   served versions, scope, names, per-version ``status`` subresource, schema pruning and
@@ -64,8 +64,9 @@ What it does not implement
   only as :mod:`.builtins` says.
 - Conversion webhooks: all served versions of a CRD share the same fields; only
   ``apiVersion`` changes (conversion strategy ``None``).
-- Admission (webhooks, policies), RBAC/authorization (any valid token may do
-  anything), impersonation, client certificates, audit.
+- Admission (webhooks, policies), impersonation, client certificates, audit.
+  Authorization is RBAC for tokens added with a user (:mod:`.authz`; the others may do
+  anything), with SelfSubjectAccessReview.
 - Protobuf and CBOR (JSON only; YAML accepted on create/update), Table output,
   ``/openapi/v2`` and ``/openapi/v3``.
 - Other resources and subresources: Pods, ``scale``, ``finalize``, logs,

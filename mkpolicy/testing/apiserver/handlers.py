@@ -13,7 +13,7 @@ import hmac
 import json
 import logging
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from aiohttp import web
@@ -22,6 +22,15 @@ from multidict import CIMultiDict, MultiMapping
 import mkpolicy.yamldata as yamldata
 from mkpolicy.errors import InputError
 from mkpolicy.testing.apiserver import resources as R
+from mkpolicy.testing.apiserver.authz import (
+    SSAR_GROUP,
+    SSAR_RESOURCE,
+    Attributes,
+    Authorizer,
+    User,
+    forbidden,
+    self_subject_access_review,
+)
 from mkpolicy.testing.apiserver.discovery import VERSION_INFO, aggregated_discovery, discovery_document, etag
 from mkpolicy.testing.apiserver.errors import (
     MAX_BODY_BYTES,
@@ -75,6 +84,8 @@ class Settings:
     """Knobs of the HTTP layer."""
 
     tokens: set[str]
+    #: Tokens authorized by RBAC as these users (:mod:`.authz`); the others may do anything.
+    users: dict[str, User] = field(default_factory=dict)
     server_address: str = ""
     max_body: int = MAX_BODY_BYTES
     #: Seconds between BOOKMARKs of a watch that allows them (kube-apiserver: a minute).
@@ -125,6 +136,7 @@ class Handler:
         self.faults = faults
         self.settings = settings
         self.watches: dict[Watch, RequestInfo] = {}
+        self.authorizer = Authorizer(api.store)
         #: Set while the server plays dead in ``blackhole`` mode; requests wait on it.
         self.blackhole: asyncio.Event | None = None
 
@@ -143,21 +155,28 @@ class Handler:
             log.exception("unhandled error serving %s %s", request.method, request.path)
             return error_response(internal(f"{type(exc).__name__}: {exc}"))
 
-    def _authorized(self, request: web.BaseRequest) -> bool:
+    def _authenticate(self, request: web.BaseRequest) -> str | None:
+        """The bearer token of the request when it is one of the server's, else None."""
         header = request.headers.get("Authorization", "")
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token:
-            return False
+            return None
         token = token.strip()
-        return any(hmac.compare_digest(token, t) for t in self.settings.tokens)
+        return next((t for t in self.settings.tokens if hmac.compare_digest(token, t)), None)
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         path = request.rel_url.raw_path
         if path in HEALTH_PATHS:
             return web.Response(text="ok", content_type="text/plain")
-        if not self._authorized(request):
+        token = self._authenticate(request)
+        if token is None:
             raise unauthorized()
         info = parse_request(request.method, path, request.rel_url.raw_query_string)
+        user = self.settings.users.get(token)
+        if user is not None:
+            attrs = Attributes.of(info, request.query)
+            if not self.authorizer.authorize(user, attrs)[0]:
+                raise forbidden(user, attrs)
         decision = self.faults.decide(info)
         if decision is not None:
             if decision.delay:
@@ -170,6 +189,8 @@ class Handler:
             response: web.StreamResponse = _json_response(dumps(VERSION_INFO))
         elif info.kind == "discovery":
             response = self._discovery(request, info, accept)
+        elif (info.group, info.resource) == (SSAR_GROUP, SSAR_RESOURCE):
+            response = await self._access_review(request, info, user)
         elif info.verb == "watch":
             return await self._watch(request, info, decision, negotiate(accept, "watch"))
         else:
@@ -193,6 +214,13 @@ class Handler:
         if request.headers.get("If-None-Match") == tag:
             return web.Response(status=304, headers=headers)
         return web.Response(body=body, headers={**headers, "Content-Type": AGGREGATED_DISCOVERY})
+
+    async def _access_review(self, request: web.BaseRequest, info: RequestInfo, user: User | None) -> web.Response:
+        """A SelfSubjectAccessReview (created, never stored)."""
+        if info.verb != "create" or info.namespace or info.subresource:
+            raise method_not_allowed(info.method, info.path)
+        review = self_subject_access_review(await self._body(request, allow_yaml=True), user, self.authorizer)
+        return _json_response(dumps(review), 201)
 
     # -- resources ----------------------------------------------------------------------
 

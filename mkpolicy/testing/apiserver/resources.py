@@ -176,9 +176,18 @@ EVENTS = _builtin(
 #: events.k8s.io/v1 Events: the same objects, other field names (see :mod:`.conversion`).
 EVENTS_V1 = _builtin("events.k8s.io", "v1", "Event", "events", short_names=("ev",), stored_in=("", "events", "v1"))
 
+#: RBAC (rbac.authorization.k8s.io/v1): what restricted tokens may do (:mod:`.authz`).
+ROLES = _builtin("rbac.authorization.k8s.io", "v1", "Role", "roles")
+CLUSTERROLES = _builtin("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", namespaced=False)
+ROLEBINDINGS = _builtin("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings")
+CLUSTERROLEBINDINGS = _builtin(
+    "rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", namespaced=False
+)
+
 #: The kinds every server serves.
 BUILTINS: tuple[ResourceType, ...] = (
     NAMESPACES, CONFIGMAPS, SECRETS, EVENTS, EVENTS_V1, LEASES, DEPLOYMENTS, JOBS, CRDS,
+    ROLES, CLUSTERROLES, ROLEBINDINGS, CLUSTERROLEBINDINGS,
 )  # fmt: skip
 
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from mkpolicy.kube.certs import KeyPair, make_ca, make_serving_cert
 from mkpolicy.kube.kubeconfig import make_kubeconfig, write_kubeconfig
 from mkpolicy.testing.apiserver import resources as R
+from mkpolicy.testing.apiserver.authz import User
 from mkpolicy.testing.apiserver.crd import bundled_crds, load_crds
 from mkpolicy.testing.apiserver.errors import MAX_BODY_BYTES, ApiError, bad_request, not_found
 from mkpolicy.testing.apiserver.faults import Faults, Match, UnreachableMode
@@ -151,9 +152,25 @@ class ApiServer:
             raise RuntimeError(f"API server {self.name!r} serves plain HTTP: it has no CA")
         return self.ca.cert_pem
 
-    def add_token(self, token: str) -> None:
-        """Accept ``token`` as well (e.g. one per client under test)."""
+    def add_token(self, token: str, *, user: str | None = None, groups: Iterable[str] = ()) -> None:
+        """Accept ``token`` as well (e.g. one per client under test).
+
+        Without ``user`` the token may do anything (as the server's own). With a ``user``
+        (e.g. ``system:serviceaccount:kueue-system:kueue-controller-manager``) and its
+        ``groups`` it is authorized by RBAC: the Roles and bindings stored in this server
+        (:mod:`.authz`); a denied request is a 403 as kube-apiserver words it.
+        """
         self.settings.tokens.add(token)
+        if user is None:
+            self.settings.users.pop(token, None)
+        else:
+            self.settings.users[token] = User(user, tuple(groups))
+
+    def kubeconfig_for(self, token: str, *, cluster: str | None = None) -> dict[str, Any]:
+        """A kubeconfig like :meth:`kubeconfig` that authenticates with ``token``."""
+        if self.ca is None:
+            raise RuntimeError("kubeconfig_for() needs TLS: Kueue-style kubeconfigs carry a CA")
+        return make_kubeconfig(self.url, self.ca.cert_pem, token, cluster=cluster or self.name)
 
     def kubeconfig(self, *, cluster: str | None = None, namespace: str | None = None) -> dict[str, Any]:
         """A kubeconfig for this server: CA as data, bearer token (Kueue's accepted shape)."""

@@ -1,5 +1,5 @@
-"""The operations endpoints of the sidecar and the controller: ``/healthz``, ``/readyz`` and
-``/metrics`` (plain HTTP, no secrets)."""
+"""The controller's operations endpoints: ``/healthz``, ``/livez``, ``/readyz`` and ``/metrics``
+(plain HTTP, no secrets; the sidecar serves the same paths from its own listener)."""
 
 from __future__ import annotations
 
