@@ -10,7 +10,8 @@ Families:
 * ``MKP2xx`` CEL expressions (syntax, compilation, types, cost, usage);
 * ``MKP3xx`` the managedBy field;
 * ``MKP4xx`` format features stock Kueue's generic adapter cannot honour (warnings);
-* ``MKP5xx`` patches that write what they may not write, or are malformed.
+* ``MKP5xx`` patches that write what they may not write, or are malformed;
+* ``MKP6xx`` the declarative Kueue integration (``spec.integration``).
 """
 
 from __future__ import annotations
@@ -82,6 +83,13 @@ _CATALOG = [
     ),
     Rule("MKP511", "unbounded-label-value", "warning", "A label value built from a name with no truncation to 63."),
     Rule("MKP512", "pod-template-change", "warning", "A creation patch changes a pod template's containers or counts."),
+    # -- integration --------------------------------------------------------------------
+    Rule("MKP601", "inject-without-restore", "error", "integration.inject has patches and restore has none."),
+    Rule("MKP602", "resume-beyond-suspend", "warning", "A resume patch writes a field no suspend patch writes."),
+    Rule("MKP603", "marker-written", "error", "A patch writes the suspended-by-kueue annotation the controller owns."),
+    Rule("MKP604", "pod-sets-shape", "error", "integration.podSets does not fit the Workload API's podSets."),
+    Rule("MKP605", "inject-restore-round-trip", "error", "restore(inject(object)) is not the object (test suites)."),
+    Rule("MKP606", "resume-lifts-user-suspend", "error", "resume changes an object the user suspended (test suites)."),
 ]
 
 #: Rule ID -> rule, in catalog order.

@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from mkpolicy.engine.expressions import POLICY_VARIABLES
+from mkpolicy.engine.integration import INTEGRATION_VARIABLES, integration_sites
 from mkpolicy.errors import Location
 from mkpolicy.policy import FrameworkPolicy, JSONPatchMutation
 from mkpolicy.policy.source import Path
 
-SiteKind = Literal["matchCondition", "variable", "creation", "sync"]
+SiteKind = Literal["matchCondition", "variable", "creation", "sync", "integration"]
 
 
 @dataclass(frozen=True)
@@ -23,6 +25,8 @@ class Site:
     path: Path
     name: str | None = None
     patch_type: Literal["JSONPatch", "ApplyConfiguration"] | None = None
+    #: For ``integration`` sites: the method (``podSets``, ``inject``...).
+    method: str | None = None
 
     @property
     def where(self) -> str:
@@ -31,7 +35,16 @@ class Site:
             return f"match condition {self.name!r}"
         if self.kind == "variable":
             return f"variable {self.name!r}"
+        if self.kind == "integration":
+            if self.patch_type is None:
+                return f"integration.{self.method}"
+            return f"integration.{self.method} patch #{self.index + 1} ({self.patch_type})"
         return f"{self.kind} patch #{self.index + 1} ({self.patch_type})"
+
+    @property
+    def variables(self) -> frozenset[str]:
+        """The CEL variables the expression may use."""
+        return INTEGRATION_VARIABLES if self.kind == "integration" else POLICY_VARIABLES
 
     def locate(self, offset: int | None = None) -> Location:
         """The file location of ``offset`` in the expression (its start by default)."""
@@ -58,5 +71,10 @@ def sites(policy: FrameworkPolicy) -> list[Site]:
             kind: SiteKind = "creation" if phase == "creation" else "sync"
             out.append(
                 Site(policy, kind, i, text, ("spec", phase, "patches", i, field, "expression"), None, patch.type)
+            )
+    if spec.integration is not None:
+        for method, index, text, path, patch_type in integration_sites(spec.integration):
+            out.append(
+                Site(policy, "integration", index or 0, text, path, None, patch_type, method)  # type: ignore[arg-type]
             )
     return out

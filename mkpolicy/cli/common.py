@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from mkpolicy.errors import InputError, MkpolicyError
+
+if TYPE_CHECKING:
+    from mkpolicy.engine import Adapter
+    from mkpolicy.kube.rest import RestConfig
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -38,3 +43,32 @@ def dump(value: Any, fmt: str) -> str:
     import yaml
 
     return str(yaml.safe_dump(value, sort_keys=False, default_flow_style=False, allow_unicode=True))
+
+
+def integration_adapters(policies: str, what: str) -> list[Adapter] | int:
+    """The checked adapters under ``policies`` when one has ``spec.integration``; else the exit
+    code, the problems printed (``what``: what the command would do with them)."""
+    from mkpolicy.check import CheckError, load_checked
+
+    try:
+        adapters = load_checked([policies])
+    except CheckError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        return EXIT_FINDINGS
+    if not any(a.integration is not None for a in adapters):
+        error(f"--policies {policies!r}: no policy has spec.integration; there is nothing to {what}")
+        return EXIT_FINDINGS
+    return adapters
+
+
+def cluster_config(kubeconfig: str | None, context: str | None = None) -> RestConfig:
+    """The cluster of ``kubeconfig`` (its context), or the pod's service account without one.
+    Raises :class:`~mkpolicy.errors.MkpolicyError` when neither can be used."""
+    from mkpolicy.kube.kubeconfig import load_kubeconfig, rest_config
+    from mkpolicy.kube.rest import in_cluster_config
+
+    if not kubeconfig:
+        return in_cluster_config()
+    base = os.path.dirname(os.path.abspath(kubeconfig))
+    return rest_config(load_kubeconfig(kubeconfig), kubeconfig, kueue_rules=False, base_dir=base, context=context)

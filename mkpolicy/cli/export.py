@@ -13,6 +13,13 @@ deploy: writes to -o DIR a kustomize component for Kueue's Deployment (the sidec
 
 wire-contract: the sidecar's wire contract (what it forwards to a worker) as a Markdown
       table (docs/architecture.md holds it).
+controller-rbac: the ClusterRoles of mkpolicy controller for the policies with
+      spec.integration, and the read access Kueue's service account needs on their kinds.
+admission: for each policy with spec.integration, the MutatingAdmissionPolicies and
+      ValidatingAdmissionPolicies (and bindings) of Kueue's job webhook: the default
+      LocalQueue, suspension at creation (marked suspended-by-kueue), managedBy
+      (--managed-by), Kueue's job validation; with --webhook, the webhook configurations
+      calling 'mkpolicy webhook' instead.
 
 Policies that stock Kueue's generic adapter cannot carry (managedBy elsewhere than
 /spec/managedBy, no status subresource) and kinds Kueue adapts natively are left out
@@ -38,7 +45,9 @@ if TYPE_CHECKING:
 def configure(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``mkpolicy export``."""
     parser.add_argument(
-        "what", choices=("kueue-config", "rbac", "deploy", "wire-contract"), help="what to print or write"
+        "what",
+        choices=("kueue-config", "rbac", "deploy", "wire-contract", "admission", "controller-rbac"),
+        help="what to print or write",
     )
     parser.add_argument(
         "--policies", default="policies", metavar="DIR", help="policy file or directory (default: policies)"
@@ -66,6 +75,35 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--kueue-service-account", default="kueue-controller-manager", metavar="NAME",
         help="Kueue's service account in manager.namespace (default: kueue-controller-manager)",
     )  # fmt: skip
+    admission = parser.add_argument_group("admission")
+    admission.add_argument(
+        "--map-version",
+        choices=("v1", "v1beta1"),
+        default="v1",
+        help="MutatingAdmissionPolicy API version: v1 (Kubernetes 1.36+, default) or v1beta1 (1.34/1.35 with "
+        "the MutatingAdmissionPolicy feature gate)",
+    )
+    admission.add_argument(
+        "--managed-by",
+        action="store_true",
+        help="also set each policy's managedBy field to its MultiKueue value at creation (a manager cluster "
+        "whose queues all dispatch through MultiKueue)",
+    )
+    admission.add_argument("--no-default-queue", action="store_true", help="leave out the default-LocalQueue policies")
+    admission.add_argument(
+        "--webhook",
+        metavar="NAMESPACE/SERVICE",
+        help="render webhook configurations for 'mkpolicy webhook' behind this Service instead of admission "
+        "policies (clusters without MutatingAdmissionPolicy)",
+    )
+    admission.add_argument("--ca-bundle", metavar="FILE", help="with --webhook: the CA certificate of its TLS (PEM)")
+    admission.add_argument(
+        "--namespace-label",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="bind only in namespaces with this label (Kueue's managedJobsNamespaceSelector; repeatable)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -85,6 +123,13 @@ def run(args: argparse.Namespace) -> int:
         policies = load(args.policies)
     except PolicyError as exc:
         return report_policy_error(exc)
+    if args.what == "admission":
+        return _admission(args, policies)
+    if args.what == "controller-rbac":
+        from mkpolicy.lint.export import controller_rbac
+
+        sys.stdout.write(controller_rbac(policies, args.name_prefix))
+        return EXIT_OK
     config: SidecarConfig | None = None
     if args.config is not None:
         try:
@@ -162,4 +207,59 @@ def _deploy(args: argparse.Namespace, policies: list[FrameworkPolicy], config: S
     for note in rendered.notes:
         print(f"note: {note}", file=sys.stderr)
     print(f"wrote {out}/: kubectl apply --server-side -k {out if args.kueue else out + '/sidecar (as a component)'}")
+    return EXIT_OK
+
+
+def _admission(args: argparse.Namespace, policies: list[FrameworkPolicy]) -> int:
+    from mkpolicy.cli.common import EXIT_OK, EXIT_USAGE, report_policy_error
+    from mkpolicy.engine.admission_policies import (
+        AdmissionOptions,
+        admission_manifests,
+        render,
+        webhook_configurations,
+    )
+    from mkpolicy.errors import PolicyError
+
+    labels = {}
+    for item in args.namespace_label:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            print(f"mkpolicy export: --namespace-label: expected KEY=VALUE; found {item!r}", file=sys.stderr)
+            return EXIT_USAGE
+        labels[key] = value
+    options = AdmissionOptions(
+        map_version=args.map_version,
+        name_prefix=args.name_prefix,
+        namespace_selector={"matchLabels": labels} if labels else None,
+        default_local_queue=not args.no_default_queue,
+        managed_by=args.managed_by,
+        managed_owner_kinds=frozenset(p.spec.framework for p in policies if p.spec.integration is not None),
+    )
+    chosen = [p for p in sorted(policies, key=lambda p: p.name) if p.spec.integration is not None]
+    header = ["Admission policies for kinds queued by mkpolicy controller (mkpolicy export admission)."]
+    header += [
+        f"left out: policy {p.name} ({p.spec.framework}): no spec.integration"
+        for p in policies
+        if p.spec.integration is None
+    ]
+    manifests = []
+    try:
+        if args.webhook:
+            namespace, sep, service = args.webhook.partition("/")
+            if not sep or not namespace or not service or not args.ca_bundle:
+                print("mkpolicy export: --webhook NAMESPACE/SERVICE needs --ca-bundle FILE", file=sys.stderr)
+                return EXIT_USAGE
+            with open(args.ca_bundle, "rb") as fh:
+                manifests = webhook_configurations(chosen, (namespace, service), fh.read(), options)
+        else:
+            for policy in chosen:
+                manifests += admission_manifests(policy, options)
+    except PolicyError as exc:
+        return report_policy_error(exc)
+    except OSError as exc:
+        print(f"mkpolicy export: --ca-bundle {args.ca_bundle!r}: {exc.strerror}", file=sys.stderr)
+        return EXIT_USAGE
+    if not chosen:
+        print("warning: no policy has spec.integration; nothing to export", file=sys.stderr)
+    sys.stdout.write(render(manifests, header))
     return EXIT_OK

@@ -26,6 +26,8 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("trim-schema", "mkpolicy.cli.trim_schema", "write a CRD trimmed to what a policy needs (fits a ConfigMap)"),
     ("eval", "mkpolicy.cli.eval", "evaluate a CEL expression against objects and print the result as JSON"),
     ("sidecar", "mkpolicy.cli.sidecar", "run the policies on the wire between the Kueue manager and its workers"),
+    ("controller", "mkpolicy.cli.controller", "queue the kinds of policies with spec.integration with Kueue (no Go)"),
+    ("webhook", "mkpolicy.cli.webhook", "serve the admission of 'export admission' as webhooks (clusters without MAP)"),
     ("demo", "mkpolicy.cli.demo", "MultiKueue + the sidecar end to end on loopback API servers, in seconds"),
     ("dev", "mkpolicy.cli.dev", "developer tools: a loopback API server, a local MultiKueue (real Kueue with --real)"),
     ("completion", "mkpolicy.cli.completion", "print a bash or zsh completion script"),

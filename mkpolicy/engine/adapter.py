@@ -29,6 +29,7 @@ from mkpolicy.engine.generic import (
     identifier_place,
     remove_pointer,
 )
+from mkpolicy.engine.integration import CompiledIntegration
 from mkpolicy.engine.mutation import CompiledMutation, too_deep
 from mkpolicy.errors import CelError, Location, MkpolicyError, NotManagedError, PatchError, PolicyError
 from mkpolicy.jsonvalues import copy_json, create_merge_patch, json_equal
@@ -110,6 +111,10 @@ class Adapter:
         )
         self.creation = _mutations(policy, "creation", spec.creation.patches, locator, env)
         self.sync_patches = _mutations(policy, "sync", spec.sync.patches, locator, env)
+        #: ``spec.integration`` compiled (None without one): what ``mkpolicy controller`` runs.
+        self.integration = (
+            CompiledIntegration(self, spec.integration, locator) if spec.integration is not None else None
+        )
         self._uses_now = any(
             isinstance(node, Ident) and node.name == "now" for e in self.expressions() for node in e.ast.walk()
         )
@@ -120,10 +125,11 @@ class Adapter:
         return self.policy.name
 
     def expressions(self) -> list[PolicyExpression]:
-        """Every compiled expression: match conditions, variables, creation and sync patches."""
+        """Every compiled expression: match conditions, variables, creation and sync patches, integration."""
         out = [expression for _, expression in self.match_conditions]
         out += self.variables.by_name.values()
-        return out + [m.expression for m in self.creation + self.sync_patches]
+        out += [m.expression for m in self.creation + self.sync_patches]
+        return out + (self.integration.expressions() if self.integration is not None else [])
 
     # -- managed? -----------------------------------------------------------------------
     def is_managed(self, obj: Mapping[str, Any], ctx: Context | None = None) -> tuple[bool, str]:

@@ -156,6 +156,73 @@ class Sync(_Model):
         return self
 
 
+#: The annotation the integration sets when *it* suspends an object (and only then):
+#: ``resume`` lifts a suspension only while it is there, so a user's own suspend stays.
+SUSPENDED_BY_KUEUE = "kueue.mkpolicy.io/suspended-by-kueue"
+
+
+class Integration(_Model):
+    """A declarative Kueue integration: what Kueue's Go ``GenericJob`` methods say, in CEL.
+
+    ``mkpolicy controller`` runs Kueue's job reconciler with these; ``mkpolicy export
+    admission`` turns ``isSuspended``/``suspend`` into admission policies.
+    """
+
+    is_suspended: str = Field(description="IsSuspended: a CEL bool, true while the object is suspended.")
+    suspend: list[Mutation] = Field(
+        min_length=1,
+        description=(
+            "Suspend: patches that suspend a running object. The controller adds the "
+            f"{SUSPENDED_BY_KUEUE} annotation in the same write."
+        ),
+    )
+    resume: list[Mutation] = Field(
+        min_length=1,
+        description=(
+            f"Undo the suspension: applied only while the {SUSPENDED_BY_KUEUE} annotation is set "
+            "(which is then removed), so a suspension the user made is never lifted."
+        ),
+    )
+    pod_sets: str = Field(
+        description=(
+            "PodSets: a CEL list of 1 to 18 maps {name, count, template, minCount?}: the Workload's "
+            "spec.podSets (name a DNS-1123 label, count >= 0, template a PodTemplateSpec)."
+        )
+    )
+    inject: list[Mutation] = Field(
+        default_factory=list,
+        description=(
+            "RunWithPodSetsInfo: patches writing podSetsInfo (one map per podSet: name, count, "
+            "nodeSelector, tolerations, labels, annotations, schedulingGates from the admission) "
+            "into the object; applied before resume, in the same write."
+        ),
+    )
+    restore: list[Mutation] = Field(
+        default_factory=list,
+        description=(
+            "RestorePodSetsInfo: patches writing podSetsInfo (here the originals, from the Workload's "
+            "podSet templates) back, so the object is what it was before inject."
+        ),
+    )
+    finished: str = Field(
+        description="Finished: a CEL map {finished: bool, success: bool, message: string} (only finished required)."
+    )
+    active: str = Field(description="IsActive: a CEL bool, true while pods still run (quota is held until false).")
+    priority_class: str | None = Field(
+        default=None, description="JobWithPriorityClass: a CEL string naming a PriorityClass ('' for none)."
+    )
+    pods_ready: str | None = Field(
+        default=None, description="PodsReady: a CEL bool for waitForPodsReady (the PodsReady condition)."
+    )
+    stop: list[Mutation] | None = Field(
+        default=None,
+        description=(
+            "JobWithCustomStop: patches that stop the object instead of suspend + restore "
+            "(e.g. Tekton's StoppedRunFinally, which is terminal)."
+        ),
+    )
+
+
 class Spec(_Model):
     """What the policy applies to and what it does."""
 
@@ -183,6 +250,10 @@ class Spec(_Model):
     )
     creation: Creation = Field(default_factory=Creation, description="Creation patches (worker copy).")
     sync: Sync = Field(default_factory=Sync, description="Status write-back.")
+    integration: Integration | None = Field(
+        default=None,
+        description="Optional: queue this kind with Kueue through mkpolicy's controller (no Go integration).",
+    )
 
     @field_validator("framework")
     @classmethod

@@ -52,7 +52,7 @@ def test_shipped_policy_validates_against_the_schema_and_names_it(path: Path) ->
                 "spec": {"framework": "A.v1.b", "bogus": 1},
             },
             "Additional properties are not allowed ('bogus' was unexpected)",
-            "x.yaml:6:3: unknown field 'spec.bogus'; expected one of: creation, failurePolicy, framework, managedBy,"
+            "x.yaml:6:3: unknown field 'spec.bogus'; expected one of: creation, failurePolicy, framework, integration, managedBy,"
             " matchConditions, params, schema, sync, variables",
         ),
         (

@@ -63,7 +63,7 @@ def test_managed_by_null_means_always_managed() -> None:
             "spec:\n  framework: PipelineRun.v1.tekton.dev\n  bogus: 1\n",
             [
                 "p.yaml:7:3: error: unknown field 'spec.bogus'; expected one of: creation, failurePolicy, "
-                "framework, managedBy, matchConditions, params, schema, sync, variables"
+                "framework, integration, managedBy, matchConditions, params, schema, sync, variables"
             ],
             id="unknown-field",
         ),

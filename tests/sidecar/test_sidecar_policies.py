@@ -136,7 +136,7 @@ def test_periodic_reload_task(tmp_path: Path) -> None:
 
 
 def test_repository_policies_only_use_what_the_wire_can_carry() -> None:
-    """policies/ holds Kueue parity policies and Argo: only Tekton goes on the wire."""
+    """policies/ holds Kueue parity policies and Argo: only Tekton and the in-house BatchRun go on the wire."""
     root = Path(__file__).resolve().parents[2]
     metrics = Metrics()
 
@@ -147,7 +147,7 @@ def test_repository_policies_only_use_what_the_wire_can_carry() -> None:
         return store.active
 
     active = asyncio.run(scenario())
-    assert [e.name for e in active.entries] == ["tekton-pipelinerun"]
+    assert [e.name for e in active.entries] == ["batchrun", "tekton-pipelinerun"]
     reasons = "\n".join(active.skipped)
     assert "argo-workflow (Workflow.v1alpha1.argoproj.io): managedBy at /metadata/labels" in reasons
     assert (

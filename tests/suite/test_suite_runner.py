@@ -313,7 +313,7 @@ def test_junit_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
         ),
         (
             "- name: x\n  phase: create\n  managerObject: {}\n  expect: {notManaged: true, error: x}\n",
-            "expected exactly one of workerObject, workerObjectFile, statusPatch, notManaged, error; found notManaged, error",
+            "expected exactly one of workerObject, workerObjectFile, statusPatch, integration, notManaged, error; found notManaged, error",
         ),
         (
             "- name: x\n  phase: create\n  managerObject: {}\n  expect: {notManaged: false}\n",
@@ -321,7 +321,7 @@ def test_junit_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
         ),
         (
             "- name: x\n  phase: delete\n  managerObject: {}\n",
-            "thing.test.yaml:11:14: spec.cases[0].phase: expected 'create' or 'sync'",
+            "thing.test.yaml:11:14: spec.cases[0].phase: expected 'create', 'sync' or 'integration'",
         ),
         (
             "- name: x\n  phase: create\n  managerObject: {}\n  expected: {}\n",

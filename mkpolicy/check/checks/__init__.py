@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from mkpolicy.check.checks.cel import check_compile
 from mkpolicy.check.checks.context import PolicyContext
+from mkpolicy.check.checks.integration import check_integration
 from mkpolicy.check.checks.managed_by import check_managed_by_schema, check_stock_kueue
 from mkpolicy.check.checks.metadata import check_metadata
 from mkpolicy.check.checks.patches import check_patches
@@ -35,6 +36,7 @@ def check_policy(policy: FrameworkPolicy, cache: SchemaCache | None = None) -> t
     check_writes(ctx)
     check_metadata(ctx)
     check_pod_templates(ctx)
+    check_integration(ctx)
     return ctx.findings, ctx.adapter
 
 

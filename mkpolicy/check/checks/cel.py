@@ -13,6 +13,7 @@ from mkpolicy.check.checks.context import Compiled, PolicyContext
 from mkpolicy.check.sites import sites
 from mkpolicy.engine import Adapter
 from mkpolicy.engine.expressions import POLICY_VARIABLES, Locator, PolicyExpression
+from mkpolicy.engine.integration import INTEGRATION_VARIABLES
 from mkpolicy.engine.mutation import CompiledMutation
 from mkpolicy.errors import CelError, MkpolicyError
 
@@ -32,13 +33,13 @@ def check_compile(ctx: PolicyContext) -> None:
 
 
 def _compile_each(ctx: PolicyContext) -> None:
-    env = Environment.of(POLICY_VARIABLES)
+    envs = {names: Environment.of(names) for names in (POLICY_VARIABLES, INTEGRATION_VARIABLES)}
     locator = Locator(ctx.policy)
     for site in sites(ctx.policy):
         where = f"policy {ctx.policy.name}: {site.where}"
         try:
             # Type errors are left to check_types, which reports them all.
-            expression = PolicyExpression(site.text, site.path, where, locator, env, typecheck=False)
+            expression = PolicyExpression(site.text, site.path, where, locator, envs[site.variables], typecheck=False)
         except CelError as exc:
             rule_id = "MKP201" if isinstance(exc, CelSyntaxError) else "MKP202"
             ctx.report(rule_id, f"{site.where}: {exc.message}", exc.location)

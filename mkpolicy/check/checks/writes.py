@@ -60,11 +60,11 @@ _JSON_KIND = {
 
 
 def check_writes(ctx: PolicyContext) -> None:
-    """MKP504-MKP509 over every creation and sync patch."""
+    """MKP504-MKP509 over every creation, sync and integration patch."""
     root = ctx.schema if ctx.schema is not None else _UNTYPED
     for compiled in ctx.compiled:
         site = compiled.site
-        if site.kind not in ("creation", "sync"):
+        if site.kind not in ("creation", "sync", "integration"):
             continue
         status_only = site.kind == "sync" and ctx.policy.spec.sync.subresource == "status"
         walker = _Walker(ctx, compiled, root)

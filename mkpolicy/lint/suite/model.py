@@ -15,7 +15,7 @@ from mkpolicy.policy.source import Document, Path, dotted
 
 SUITE_KIND = "FrameworkPolicyTest"
 #: The expectation fields; exactly one is set per case (none: a snapshot still to record).
-EXPECTATIONS = ("workerObject", "workerObjectFile", "statusPatch", "notManaged", "error")
+EXPECTATIONS = ("workerObject", "workerObjectFile", "statusPatch", "integration", "notManaged", "error")
 
 
 class _Model(BaseModel):
@@ -54,6 +54,8 @@ class Expect(_Model):
     workerObject: dict[str, Any] | None = None
     workerObjectFile: str | None = None
     statusPatch: dict[str, Any] | None = None
+    #: ``phase: integration``: {workload, injected, restored, finished, active}.
+    integration: dict[str, Any] | None = None
     notManaged: bool | str | None = None
     error: str | None = None
     ignoredErrors: list[str] | None = None
@@ -69,6 +71,8 @@ class Expect(_Model):
         chosen = [name for name in EXPECTATIONS if name in self.model_fields_set]
         if len(chosen) > 1:
             raise ValueError(f"expected exactly one of {', '.join(EXPECTATIONS)}; found {', '.join(chosen)}")
+        if "integration" in chosen and self.integration is None:
+            raise ValueError("integration: expected {workload, injected, restored, finished, active}; found null")
         if "workerObject" in chosen and self.workerObject is None:
             raise ValueError("workerObject: expected the expected worker object (a mapping); found null")
         if "notManaged" in chosen and self.notManaged is False:
@@ -84,12 +88,16 @@ class Case(_Model):
     """One test case."""
 
     name: str = Field(min_length=1)
-    phase: Literal["create", "sync"]
+    phase: Literal["create", "sync", "integration"]
     managerObject: dict[str, Any] | None = None
     managerObjectFile: str | None = None
     workerObject: dict[str, Any] | None = None
     workerObjectFile: str | None = None
     context: SuiteContext | None = None
+    #: ``phase: integration``: the admission's PodSetInfo per podSet (default: Kueue's podset label).
+    podSetsInfo: list[dict[str, Any]] | None = None
+    #: ``phase: integration``: PriorityClass and WorkloadPriorityClass values by name.
+    priorityClasses: dict[str, int] | None = None
     expect: Expect = Field(default_factory=Expect)
 
     @model_validator(mode="after")
@@ -101,6 +109,16 @@ class Case(_Model):
             raise ValueError("set workerObject or workerObjectFile, not both")
         if self.phase == "sync" and not has_worker:
             raise ValueError("a sync case needs the worker's object: workerObject or workerObjectFile")
+        kind = self.expect.kind
+        if self.phase != "integration" and (self.podSetsInfo is not None or self.priorityClasses is not None):
+            raise ValueError("podSetsInfo and priorityClasses belong to integration cases")
+        if self.phase == "integration":
+            if has_worker:
+                raise ValueError("an integration case has no worker object input")
+            if kind not in (None, "integration", "error"):
+                raise ValueError(f"an integration case expects integration or error; found {kind}")
+        elif kind == "integration":
+            raise ValueError("expect.integration belongs to integration cases (phase: integration)")
         if self.phase == "create" and has_worker:
             raise ValueError("a create case has no worker object input (expect.workerObject is the expected copy)")
         kind = self.expect.kind

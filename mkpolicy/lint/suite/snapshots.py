@@ -55,7 +55,7 @@ def _update_file(file: str, items: list[tuple[SuiteResult, CaseResult]]) -> int:
             base = os.path.dirname(file)
             write_object_file(ref if os.path.isabs(ref) else os.path.join(base, ref), case.snapshot)
         else:
-            key = kind or ("workerObject" if spec_case.phase == "create" else "statusPatch")
+            key = kind or {"create": "workerObject", "sync": "statusPatch"}.get(spec_case.phase, "integration")
             expect[key] = merge(expect.get(key), case.snapshot)
             inline = True
         _resolve(case)

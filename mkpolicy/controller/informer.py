@@ -1,0 +1,160 @@
+"""A watch cache of one resource type (every namespace): LIST, then WATCH from the list's
+resourceVersion with bookmarks; 410 Gone or a broken stream relists. Each change calls the
+handlers with the old and new object (None for absent), as client-go's informers do."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from mkpolicy.jsonlogs import fields, plain_error
+from mkpolicy.kube.client import Gone, KubeClient, ResourceInfo
+
+log = logging.getLogger("mkpolicy.controller.informer")
+
+Key = tuple[str, str]
+Handler = Callable[[dict[str, Any] | None, dict[str, Any] | None], None]
+#: Objects per page when listing.
+PAGE = 500
+#: Retry delays after errors (seconds): exponential up to the last value.
+BACKOFF = (0.2, 0.5, 1.0, 2.0, 5.0)
+#: Seconds a watch asks to last (the server ends it, the informer opens the next).
+WATCH_SECONDS = 300
+
+
+def key_of(obj: dict[str, Any]) -> Key:
+    """``(namespace, name)``."""
+    meta = obj.get("metadata") or {}
+    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+
+
+class Informer:
+    """The objects of one resource type, kept current; read with :meth:`get` and :meth:`items`."""
+
+    def __init__(self, client: KubeClient, info: ResourceInfo) -> None:
+        self.client = client
+        self.info = info
+        self.synced = asyncio.Event()
+        self.handlers: list[Handler] = []
+        self._objects: dict[Key, dict[str, Any]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._version = ""
+
+    def __len__(self) -> int:
+        return len(self._objects)
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The cached object (shared: never modify it), or None."""
+        return self._objects.get((namespace, name))
+
+    def items(self, namespace: str | None = None) -> Iterator[dict[str, Any]]:
+        """The cached objects (of one namespace)."""
+        for (ns, _), obj in list(self._objects.items()):
+            if namespace is None or ns == namespace:
+                yield obj
+
+    def observe(self, obj: dict[str, Any]) -> None:
+        """Record an object this process just wrote (a newer resourceVersion than the cache's),
+        so the next reconcile reads its own write, not the stale copy, before the watch delivers it."""
+        key = key_of(obj)
+        old = self._objects.get(key)
+        if old is None or _newer(obj, old):
+            self._objects[key] = obj
+
+    def start(self) -> None:
+        """List and watch in the background."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=f"informer-{self.info.resource}")
+
+    async def stop(self) -> None:
+        """Stop watching."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _run(self) -> None:
+        failures = 0
+        while True:
+            try:
+                await self._list()
+                failures = 0
+                while True:
+                    await self._watch()
+            except asyncio.CancelledError:
+                raise
+            except Gone:
+                log.info("watch expired; relisting", extra=fields(resource=self.info.resource))
+            except Exception as exc:  # keep the cache alive whatever the server does
+                delay = BACKOFF[min(failures, len(BACKOFF) - 1)]
+                failures += 1
+                log.warning(
+                    "watch failed; retrying",
+                    extra=fields(resource=self.info.resource, error=plain_error(exc), retry_in=delay),
+                )
+                await asyncio.sleep(delay)
+
+    async def _list(self) -> None:
+        seen: dict[Key, dict[str, Any]] = {}
+        params = {"limit": str(PAGE)}
+        while True:
+            page = await self.client.get(self.info.path(), params)
+            for item in page.get("items") or []:
+                item.setdefault("apiVersion", self.info.api_version)
+                item.setdefault("kind", self.info.kind)
+                seen[key_of(item)] = item
+            meta = page.get("metadata") or {}
+            token = meta.get("continue")
+            if not token:
+                self._version = str(meta.get("resourceVersion") or "")
+                break
+            params = {"limit": str(PAGE), "continue": str(token)}
+        old_objects, self._objects = self._objects, seen
+        for key, obj in seen.items():
+            self._notify(old_objects.get(key), obj)
+        for key, obj in old_objects.items():
+            if key not in seen:
+                self._notify(obj, None)
+        self.synced.set()
+
+    async def _watch(self) -> None:
+        params = {"resourceVersion": self._version} if self._version else {}
+        async for event in self.client.watch(self.info.path(), params, timeout_seconds=WATCH_SECONDS):
+            kind, obj = event.get("type"), event.get("object") or {}
+            version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+            if version:
+                self._version = version
+            if kind == "BOOKMARK":
+                continue
+            key = key_of(obj)
+            old = self._objects.get(key)
+            if kind == "DELETED":
+                self._objects.pop(key, None)
+                self._notify(old, None)
+            elif kind in ("ADDED", "MODIFIED"):
+                if old is not None and _newer(old, obj):
+                    continue  # our own newer write is already here
+                self._objects[key] = obj
+                self._notify(old, obj)
+
+    def _notify(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        for handler in self.handlers:
+            try:
+                handler(old, new)
+            except Exception as exc:  # a handler bug must not stop the watch
+                log.error("informer handler failed", extra=fields(resource=self.info.resource, error=plain_error(exc)))
+
+
+def _newer(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether ``a``'s resourceVersion is greater than ``b``'s (both integers, as etcd's are)."""
+    try:
+        return int(a["metadata"]["resourceVersion"]) > int(b["metadata"]["resourceVersion"])
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
+__all__ = ["Informer", "key_of"]
