@@ -46,10 +46,9 @@ def rss_mib() -> float:
 
 
 def start_kueue(plane: Any) -> tuple[Any, Any]:
+    from mkpolicy.testing.apiserver import load_crds
     from mkpolicy.testing.peers import build
     from mkpolicy.testing.peers.multikueue import KueueInstance, ensure_metrics_cert, url_webhooks
-
-    from mkpolicy.testing.apiserver import load_crds
 
     cluster = plane.add_cluster("bench")
     module = build.kueue_module_dir("v0.19.2")
@@ -95,6 +94,7 @@ def running(admin: Any, api_version: str, kind: str) -> int:
 
 async def run(n: int) -> dict[str, Any]:
     from controller_harness import controller
+
     from mkpolicy.testing.peers.controlplane import ControlPlane
 
     with ControlPlane(log=lambda line: print(f"[peers] {line}", file=sys.stderr), kueue_versions=["v0.19.2"]) as plane:

@@ -47,7 +47,8 @@ def test_bash_completes_commands_options_and_choices(bash_script: Path) -> None:
     assert complete(bash_script, "mkpolicy export ") == [
         "admission", "controller-rbac", "deploy", "kueue-config", "policy.yaml", "rbac", "wire-contract"
     ]
-    assert complete(bash_script, "mkpolicy dev apiserver --kube") == ["--kubeconfig-out"]
+    # (a nested command's options complete after its parent: dev multikueue's --kubeconfig-dir too)
+    assert complete(bash_script, "mkpolicy dev apiserver --kube") == ["--kubeconfig-dir", "--kubeconfig-out"]
     assert complete(bash_script, "mkpolicy validate pol") == ["policy.yaml"]  # files
 
 

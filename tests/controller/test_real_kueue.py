@@ -17,13 +17,13 @@ import yaml
 
 pytest.importorskip("mkpolicy.testing.peers.multikueue", reason="the real-peer harness (mkpolicy.testing.peers)")
 from controller_harness import CRD, Kueue, batchrun, condition, controller, eventually
+
+from mkpolicy.engine.workload import workload_name
+from mkpolicy.testing.apiserver import load_crds
 from mkpolicy.testing.peers import build
 from mkpolicy.testing.peers.controlplane import ControlPlane
 from mkpolicy.testing.peers.fixtures import require_go
 from mkpolicy.testing.peers.multikueue import KueueInstance, ensure_metrics_cert, url_webhooks
-
-from mkpolicy.engine.workload import workload_name
-from mkpolicy.testing.apiserver import load_crds
 
 # (after the skip: the marks are registered where the harness is, with pytest-timeout)
 pytestmark = [pytest.mark.real_peers, pytest.mark.timeout(600)]

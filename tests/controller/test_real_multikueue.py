@@ -17,10 +17,10 @@ import pytest
 
 pytest.importorskip("mkpolicy.testing.peers.multikueue", reason="the real-peer harness (mkpolicy.testing.peers)")
 from controller_harness import CRD, POLICY, Kueue, batchrun, condition, controller, eventually
-from mkpolicy.testing.peers.fixtures import require_go
-from mkpolicy.testing.peers.multikueue import LOCAL_QUEUE, RealMultiKueue
 
 from mkpolicy.testing.apiserver import ApiError
+from mkpolicy.testing.peers.fixtures import require_go
+from mkpolicy.testing.peers.multikueue import LOCAL_QUEUE, RealMultiKueue
 
 # (after the skip: the marks are registered where the harness is, with pytest-timeout)
 pytestmark = [pytest.mark.real_peers, pytest.mark.timeout(600)]
