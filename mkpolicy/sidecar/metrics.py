@@ -24,6 +24,7 @@ REFUSALS = (
     "PolicyPending",
     "BadRequest",
     "WorkerRefused",
+    "StatusWriteRefused",
 )
 
 
@@ -130,6 +131,14 @@ class Metrics:
             "SyncFailed, ManagerObjectMissing, VersionMismatch, PolicyPending, BadRequest) or the worker's "
             "(WorkerRefused). Each one also records a Kubernetes Event on the manager's object.",
             ["cluster", "policy", "reason"],
+            registry=r,
+        )
+        self.status_writes = Counter(
+            "mkpolicy_sidecar_status_writes_total",
+            "Status written by the sidecar to the manager's main resource (kinds without a status subresource), "
+            "by result: written, unchanged, gone, refused (an admission policy or validation; also an Event), "
+            "conflict (kept changing), error (manager unreachable: Kueue's read answered 503).",
+            ["cluster", "policy", "result"],
             registry=r,
         )
         self.events = Counter(

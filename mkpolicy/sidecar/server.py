@@ -28,10 +28,12 @@ from mkpolicy.sidecar.execution import Evaluator
 from mkpolicy.sidecar.kueueconfig import Finding, KueueInfo, policy_findings, port_findings, read_kueue, sidecar_ports
 from mkpolicy.sidecar.listener import Listener
 from mkpolicy.sidecar.logs import fields, plain_error
+from mkpolicy.sidecar.mainstatus import Written, write_status
 from mkpolicy.sidecar.metrics import Metrics
 from mkpolicy.sidecar.ops import ops_app
 from mkpolicy.sidecar.policies import Entry, PolicySet, PolicyStore, ReloadError
 from mkpolicy.sidecar.proxy import WorkerEndpoint
+from mkpolicy.sidecar.transform import measure
 from mkpolicy.sidecar.wiring import UnwireResult, WireResult, multikueue_secret, unwire, wire
 from mkpolicy.sidecar.workers import WorkerLink
 
@@ -97,6 +99,14 @@ class Sidecar:
         obj = await read_object(self._manager, entry.info, namespace, name)
         self.metrics.cache_reads.labels(entry.name, "direct" if obj is not None else "absent").inc()
         return obj
+
+    async def write_main_status(self, entry: Entry, worker: dict[str, Any], cluster: str) -> Written:
+        """The policy's sync of ``worker`` written to the manager's main resource (:mod:`.mainstatus`)."""
+        assert self._manager is not None
+        return await write_status(self._manager, entry, worker, cluster, self.origin, self._measured)
+
+    async def _measured(self, key: object, *args: Any) -> Any:
+        return await self._evaluator.run(key, measure, *args)
 
     async def offload(self, key: object, fn: Callable[..., T], *args: Any) -> T:
         """Run policy work ``fn(*args)`` for the adapter ``key`` (inline when proven fast)."""

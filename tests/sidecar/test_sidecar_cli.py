@@ -128,16 +128,17 @@ def test_check_mode(tmp_path: Path) -> None:
                 ],
             },
         )
-        policies = policy_dir(tmp_path, TEKTON, POLICIES / "argo-workflow.yaml")
+        policies = policy_dir(tmp_path, TEKTON, POLICIES / "argo-workflow.yaml", POLICIES / "kueue" / "pytorchjob.yaml")
         proc = mkpolicy_cmd("sidecar", "--check", "--policies", str(policies), "--config", str(good_config))
         assert proc.returncode == 0, proc.stderr
         assert "policy tekton-pipelinerun: ok (PipelineRun.v1.tekton.dev)" in proc.stdout
+        assert "policy argo-workflow: ok (Workflow.v1alpha1.argoproj.io)" in proc.stdout
         # valid, but the sidecar skips it: said so, not "ok"
         assert (
-            "policy argo-workflow: skipped (Workflow.v1alpha1.argoproj.io): stock Kueue cannot carry it: "
-            "managedBy at /metadata/labels" in proc.stdout
+            "policy kueue-pytorchjob: skipped (PyTorchJob.v1.kubeflow.org): stock Kueue cannot carry it: "
+            "managedBy at /spec/runPolicy/managedBy" in proc.stdout
         )
-        assert "policy argo-workflow: ok" not in proc.stdout
+        assert "policy kueue-pytorchjob: ok" not in proc.stdout
         proc = mkpolicy_cmd("sidecar", "--check", "--policies", str(policies), "--config", str(bad_config))
         assert proc.returncode == 2
         assert "insecure-skip-tls-verify is not allowed" in proc.stderr and "tokenFile is not allowed" in proc.stderr

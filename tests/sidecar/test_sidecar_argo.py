@@ -1,0 +1,328 @@
+"""Argo Workflows through stock Kueue's generic adapter, the sidecar between (Kueue played by its model).
+
+Argo's Workflow has no status subresource and no ``spec.managedBy``. The clusters serve Argo's
+real CRD, read from the Go module cache (``go mod download github.com/argoproj/argo-workflows/v4``)
+or ``../shared/crds``: the workers as Argo ships it, the manager with ``spec.managedBy`` declared by
+``mkpolicy export crd-patch``. The manager's Workflow is what the admission policy leaves (the
+marker label, ``spec.managedBy``, the manager-only controller instance id). The test plays Argo's
+controller on the worker: status written by whole-object update, as ``operator.go`` persists it.
+
+Throughout: Kueue's model never writes status (it gets the worker's Workflow without it, so it
+never patches the ``/status`` the CRD does not serve), and the manager's Workflow carries exactly
+the policy's sync of the worker's, written by the sidecar to the main resource.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import glob
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sidecar_harness import POLICIES, adapter_for, clusters, metric, multikueue, policy_dir, strip_server_fields
+
+import mkpolicy
+from mkpolicy.cli.main import main
+from mkpolicy.jsonvalues import apply_merge_patch
+from mkpolicy.testing.kueue import Kueue
+from mkpolicy.testing.kueue.env import MultiKueueEnv
+from mkpolicy.yamldata import load_file
+
+pytestmark = [pytest.mark.timeout(180), pytest.mark.loopback_only("runs Kueue's model on loopback clusters")]
+
+ARGO = POLICIES / "argo-workflow.yaml"
+WF = ("argoproj.io/v1alpha1", "Workflow")
+WL = ("kueue.x-k8s.io/v1beta2", "Workload")
+FRAMEWORK = "Workflow.v1alpha1.argoproj.io"
+SHARED = Path(os.environ.get("MKPOLICY_SHARED", Path(__file__).resolve().parents[3] / "shared")) / "crds"
+#: What the admission policy puts on a manager Workflow marked for MultiKueue.
+MARKER = {"mkpolicy.io/managed-by": "multikueue"}
+INSTANCE_ID = {"workflows.argoproj.io/controller-instanceid": "mkpolicy-multikueue"}
+
+
+def module_cache() -> str:
+    """The Go module cache (GOMODCACHE, else ``go env``, else ~/go/pkg/mod)."""
+    if os.environ.get("GOMODCACHE"):
+        return os.environ["GOMODCACHE"]
+    try:
+        out = subprocess.run(["go", "env", "GOMODCACHE"], capture_output=True, text=True, timeout=30, check=False)
+        if out.returncode == 0 and out.stdout.strip():
+            return out.stdout.strip()
+    except OSError:
+        pass
+    return os.path.expanduser("~/go/pkg/mod")
+
+
+def argo_crd() -> Path:
+    """Argo's full Workflow CRD: the newest Argo module in the Go module cache, else ../shared/crds."""
+    pattern = os.path.join(
+        module_cache(), "github.com/argoproj/argo-workflows/v*@v*/manifests/base/crds/full/argoproj.io_workflows.yaml"
+    )
+
+    def version(path: str) -> tuple[int, ...]:
+        tag = path.split("@v", 1)[1].split("/", 1)[0]
+        return tuple(int(p) for p in tag.split("-")[0].split(".") if p.isdigit())
+
+    found = sorted(glob.glob(pattern), key=version)
+    if found:
+        return Path(found[-1])
+    if (SHARED / "argoproj.io_workflows.yaml").is_file():
+        return SHARED / "argoproj.io_workflows.yaml"
+    pytest.skip("Argo's Workflow CRD not found: go mod download github.com/argoproj/argo-workflows/v4@latest")
+
+
+def patched_crd(tmp_path: Path, capsys: pytest.CaptureFixture[str], crd: Path) -> dict[str, Any]:
+    """Argo's CRD as ``mkpolicy export crd-patch`` gives it to the manager."""
+    assert main(["export", "crd-patch", "--policies", str(ARGO), "--crd", str(crd)]) == 0
+    out = tmp_path / "patched.yaml"
+    out.write_text(capsys.readouterr().out)
+    (doc,) = load_file(str(out))
+    assert isinstance(doc, dict)
+    return doc
+
+
+def workflow(name: str, namespace: str) -> dict[str, Any]:
+    """A Workflow on the manager as the admission policy leaves it."""
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Workflow",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {**MARKER, **INSTANCE_ID, "kueue.x-k8s.io/queue-name": "user-queue"},
+        },
+        "spec": {
+            "managedBy": "kueue.x-k8s.io/multikueue",
+            "entrypoint": "main",
+            "templates": [{"name": "main", "container": {"image": "busybox", "command": ["true"]}}],
+        },
+    }
+
+
+def argo_status(step: str, name: str) -> dict[str, Any]:
+    """What Argo's controller writes (``nodes`` and the offload fields stay on the worker)."""
+    node = {"id": name, "name": name, "type": "Pod", "templateName": "main", "phase": step}
+    out: dict[str, Any] = {
+        "phase": step,
+        "startedAt": "2026-11-26T10:00:00Z",
+        "progress": "0/1" if step == "Running" else "1/1",
+        "nodes": {name: node},
+        "offloadNodeStatusVersion": "fnv:1234567",
+        "conditions": [{"type": "PodRunning", "status": "True" if step == "Running" else "False"}],
+    }
+    if step != "Running":
+        out["finishedAt"] = "2026-11-26T10:05:00Z"
+        out["message"] = "done" if step == "Succeeded" else "main failed"
+        out["conditions"].append({"type": "Completed", "status": "True"})
+    return out
+
+
+class ArgoChecks:
+    """What the policy says, to compare the wire with."""
+
+    def __init__(self, mk: MultiKueueEnv, model: Kueue) -> None:
+        self.mk = mk
+        self.model = model
+        self.adapter = adapter_for(ARGO)
+        self.ns = mk.namespace
+
+    def ctx(self, workload: str, cluster: str) -> mkpolicy.Context:
+        return mkpolicy.Context(workload, "multikueue", cluster, None, self.model.identifier)
+
+    async def copy_created(self, name: str, workload: str, cluster: str) -> dict[str, Any]:
+        """The worker's copy is the policy's ``create``: no managedBy, no marker, no manager-only instance id."""
+        worker = self.mk.workers[cluster]
+        await self.model.wait_for(lambda: worker.list(*WF, namespace=self.ns), what=f"a copy on {cluster}")
+        copy = worker.get(*WF, name, self.ns)
+        expected = self.adapter.create(self.mk.manager.get(*WF, name, self.ns), self.ctx(workload, cluster))
+        assert strip_server_fields(copy) == expected
+        assert "managedBy" not in copy["spec"]
+        labels = copy["metadata"]["labels"]
+        assert not set(labels) & {*MARKER, *INSTANCE_ID}, labels
+        return copy
+
+    def play_argo(self, cluster: str, name: str, step: str) -> dict[str, Any]:
+        """Argo's controller on ``cluster``: status and phase label written by a whole-object PUT."""
+        worker = self.mk.workers[cluster]
+        obj = worker.get(*WF, name, self.ns)
+        obj["status"] = argo_status(step, name)
+        obj["metadata"]["labels"]["workflows.argoproj.io/phase"] = step
+        if step != "Running":
+            obj["metadata"]["labels"]["workflows.argoproj.io/completed"] = "true"
+        updated: dict[str, Any] = worker.update(obj)
+        return updated
+
+    async def status_written(self, name: str, workload: str, cluster: str, step: str) -> None:
+        """Argo writes ``step`` on the worker; the manager's main resource ends with the policy's sync."""
+        remote = self.play_argo(cluster, name, step)
+
+        def synced() -> bool:
+            manager_obj = self.mk.manager.get(*WF, name, self.ns)
+            patch = self.adapter.sync(manager_obj, remote, self.ctx(workload, cluster))
+            return patch is None or apply_merge_patch(manager_obj, patch) == manager_obj
+
+        await self.model.wait_for(synced, what=f"status {step} written back from {cluster}")
+        status = self.mk.manager.get(*WF, name, self.ns)["status"]
+        assert status["phase"] == step
+        assert not {"nodes", "offloadNodeStatusVersion", "compressedNodes"} & set(status), status
+
+    async def nothing_left(self, cluster: str) -> None:
+        """No copy and no remote Workload on ``cluster``."""
+        worker = self.mk.workers[cluster]
+        await self.model.wait_for(lambda: not worker.list(*WF, namespace=self.ns), what=f"no copy left on {cluster}")
+        await self.model.wait_for(
+            lambda: not worker.list(*WL, namespace=self.ns), what=f"no remote workload left on {cluster}"
+        )
+
+
+def test_a_workflow_runs_through_kueue_and_its_status_comes_back_to_the_main_resource(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Dispatch, status by whole-object updates, eviction, re-dispatch, finish, the copies deleted."""
+    crd = argo_crd()
+    manager_crd = patched_crd(tmp_path, capsys, crd)
+    with clusters(tmp_path) as env:
+        env.manager.register_crd(manager_crd)
+        for worker in env.workers.values():
+            worker.register_crd(crd)
+
+        async def scenario() -> None:
+            async with multikueue(env, policy_dir(tmp_path, ARGO), frameworks=[FRAMEWORK]) as (mk, sidecar, model):
+                check = ArgoChecks(mk, model)
+                ns = mk.namespace
+                await model.wait_connected("worker1", "worker2")
+                (entry,) = sidecar.policies.entries if sidecar.policies else ()
+                assert entry.main_status and entry.info.status_subresource is False
+
+                wl = mk.core.submit(env.manager.create(workflow("etl", ns)))
+                await model.wait_for(lambda: model.outcome_kinds(ns, wl).count("dispatched") == 2, what="dispatch")
+                mk.worker_kueue["worker1"].admit(wl, ns)
+                await check.copy_created("etl", wl, "worker1")
+                mk.worker_kueue["worker1"].adopt(wl, ns, *WF)
+                await check.status_written("etl", wl, "worker1", "Running")
+                assert metric(
+                    sidecar, "mkpolicy_sidecar_status_writes_total", cluster="worker1", policy="argo-workflow",
+                    result="written",
+                ) >= 1  # fmt: skip
+
+                # eviction on the worker: the copy goes, the Workflow is dispatched again, to worker2
+                mk.worker_kueue["worker1"].evict(wl, ns)
+                await model.wait_for(lambda: mk.core.check_state(wl, ns) == "Retry", what="check Retry")
+                mk.core.evict(wl, ns)
+                await check.nothing_left("worker1")
+                mk.core.admit(wl, ns)
+                await model.wait_for(lambda: model.outcome_kinds(ns, wl).count("dispatched") >= 4, what="re-dispatch")
+                mk.worker_kueue["worker2"].admit(wl, ns)
+                await check.copy_created("etl", wl, "worker2")
+                mk.worker_kueue["worker2"].adopt(wl, ns, *WF)
+                await check.status_written("etl", wl, "worker2", "Running")
+                await check.status_written("etl", wl, "worker2", "Succeeded")
+
+                # finish: the manager's Workload finishes (its quota released), every copy goes
+                mk.worker_kueue["worker2"].finish(wl, ns)
+                await model.wait_for(lambda: "finished" in model.outcome_kinds(ns, wl), what="finished")
+                for worker in ("worker1", "worker2"):
+                    await check.nothing_left(worker)
+                status = env.manager.get(*WF, "etl", ns)["status"]
+                assert status == {
+                    "phase": "Succeeded",
+                    "startedAt": "2026-11-26T10:00:00Z",
+                    "finishedAt": "2026-11-26T10:05:00Z",
+                    "progress": "1/1",
+                    "message": "done",
+                    "conditions": [
+                        {"type": "PodRunning", "status": "False"},
+                        {"type": "Completed", "status": "True"},
+                    ],
+                }
+                # Kueue never failed a sync, and never wrote a Workflow on the manager (the sidecar did)
+                assert "error" not in model.outcome_kinds(ns, wl), model.outcome_kinds(ns, wl)
+                assert not [s for s in model.requests("manager") if "/workflows/" in s.path and s.method != "GET"], (
+                    "Kueue wrote a Workflow on the manager"
+                )
+                # the manager's Workflow kept its marker, managedBy and instance id (status only was written)
+                final = env.manager.get(*WF, "etl", ns)
+                assert final["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
+                assert {**MARKER, **INSTANCE_ID}.items() <= final["metadata"]["labels"].items()
+
+        asyncio.run(scenario())
+
+
+def test_kueue_reads_the_worker_workflow_without_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A full read of the worker's Workflow through the sidecar has no status (what Kueue copies: nothing),
+    while the worker's own has it; the manager's main resource has the policy's summary."""
+    crd = argo_crd()
+    manager_crd = patched_crd(tmp_path, capsys, crd)
+    with clusters(tmp_path) as env:
+        env.manager.register_crd(manager_crd)
+        for worker in env.workers.values():
+            worker.register_crd(crd)
+
+        async def scenario() -> None:
+            async with multikueue(env, policy_dir(tmp_path, ARGO), frameworks=[FRAMEWORK]) as (mk, sidecar, model):
+                check = ArgoChecks(mk, model)
+                ns = mk.namespace
+                await model.wait_connected("worker1", "worker2")
+                wl = mk.core.submit(env.manager.create(workflow("read", ns)))
+                await model.wait_for(lambda: model.outcome_kinds(ns, wl).count("dispatched") == 2, what="dispatch")
+                mk.worker_kueue["worker1"].admit(wl, ns)
+                await check.copy_created("read", wl, "worker1")
+                mk.worker_kueue["worker1"].adopt(wl, ns, *WF)
+                await check.status_written("read", wl, "worker1", "Running")
+                from sidecar_harness import client
+
+                async with client(sidecar.kubeconfig("worker1")) as kueue_side:
+                    path = f"/apis/argoproj.io/v1alpha1/namespaces/{ns}/workflows/read"
+                    seen = await kueue_side.get(path)
+                assert "status" not in seen
+                assert env.worker("worker1").get(*WF, "read", ns)["status"]["phase"] == "Running"
+
+        asyncio.run(scenario())
+
+
+def test_without_the_sidecar_kueue_status_patch_fails_and_the_workload_never_finishes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The problem the wire solves: Kueue talking to the worker directly copies Argo's status and
+    merge-patches the manager's ``/status``, which the CRD does not serve (404): every sync fails."""
+    from mkpolicy.testing.kueue.env import loopback_multikueue
+
+    crd = argo_crd()
+    manager_crd = patched_crd(tmp_path, capsys, crd)
+    with loopback_multikueue() as mk:
+        mk.manager.register_crd(manager_crd)
+        for worker in mk.workers.values():
+            worker.register_crd(crd)
+
+        async def scenario() -> None:
+            async with mk.kueue(frameworks=[FRAMEWORK], time_scale=0.01) as model:
+                ns = mk.namespace
+                await model.wait_connected("worker1", "worker2")
+                wl = mk.core.submit(mk.manager.create(workflow("direct", ns)))
+                await model.wait_for(lambda: model.outcome_kinds(ns, wl).count("dispatched") == 2, what="dispatch")
+                mk.worker_kueue["worker1"].admit(wl, ns)
+                await model.wait_for(lambda: mk.workers["worker1"].list(*WF, namespace=ns), what="a copy")
+                mk.worker_kueue["worker1"].adopt(wl, ns, *WF)
+                obj = mk.workers["worker1"].get(*WF, "direct", ns)
+                obj["status"] = argo_status("Succeeded", "direct")
+                mk.workers["worker1"].update(obj)
+                mk.worker_kueue["worker1"].finish(wl, ns)
+                await model.wait_for(
+                    lambda: (
+                        sum(kind == "error" and "404" in str(detail) for kind, detail in _outcomes(model, ns, wl)) >= 3
+                    ),
+                    what="failed status patches, retried",
+                )
+                patches = [s for s in model.requests("manager") if s.method == "PATCH" and "/workflows/" in s.path]
+                assert patches and all(s.path.endswith("/direct/status") and s.status == 404 for s in patches)
+                assert "finished" not in model.outcome_kinds(ns, wl)  # quota held: the Workload never finishes
+                assert "status" not in mk.manager.get(*WF, "direct", ns)
+
+        asyncio.run(scenario())
+
+
+def _outcomes(model: Kueue, namespace: str, name: str) -> list[tuple[str, Any]]:
+    return [(o.kind, o.detail) for o in model.outcomes.get((namespace, name), [])]
