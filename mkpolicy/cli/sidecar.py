@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from mkpolicy.engine import Adapter
+    from mkpolicy.kube.client import KubeClient
     from mkpolicy.sidecar.config import SidecarConfig
 
 
@@ -196,15 +197,25 @@ async def check(config: SidecarConfig, adapters: list[Adapter]) -> int:
             else:
                 failed = True
                 print(f"worker {worker.name}: error: {link.problem}", file=sys.stderr)
+        carried, skipped = split_wire(adapters, kueue)
+        reports = await _manager_reports(config, manager, carried)
     finally:
         if manager is not None:
             await manager.close()
     print(f"kueue: {kueue.describe()}")
     for unread in kueue.unread:
         print(f"kueue: not read: {unread}")
-    carried, skipped = split_wire(adapters, kueue)
     for adapter in carried:
-        print(f"policy {adapter.name}: ok ({adapter.gvk})")
+        problem, notes = reports.get(adapter.name, (None, []))
+        if problem is not None:
+            failed = True
+            print(f"policy {adapter.name}: error ({adapter.gvk}): {problem}", file=sys.stderr)
+        else:
+            print(f"policy {adapter.name}: ok ({adapter.gvk})")
+        for note in notes:
+            print(f"policy {adapter.name}: {note}")
+    for worker_line in reports.get("", (None, []))[1]:
+        print(worker_line)
     for adapter, reason in skipped:  # valid, but the sidecar will not use them
         print(f"policy {adapter.name}: skipped ({adapter.gvk}): stock Kueue cannot carry it: {reason}")
     findings = policy_findings(kueue, [(a.name, a.gvk) for a in carried])
@@ -224,3 +235,46 @@ async def check(config: SidecarConfig, adapters: list[Adapter]) -> int:
     for finding in findings:
         print(f"{finding.level}: {finding.message}")
     return EXIT_USAGE if failed else EXIT_OK
+
+
+async def _manager_reports(
+    config: SidecarConfig, manager: KubeClient | None, carried: list[Adapter]
+) -> dict[str, tuple[str | None, list[str]]]:
+    """What the manager says about each carried policy's CRD ({name: (error, notes)}), and under the key
+    "" the lines about how Kueue reaches the workers (:mod:`mkpolicy.sidecar.manager_checks`)."""
+    import aiohttp
+
+    from mkpolicy.kube.client import ApiError
+    from mkpolicy.sidecar.endpoints import endpoint_url
+    from mkpolicy.sidecar.logs import plain_error
+    from mkpolicy.sidecar.manager_checks import bypass_state, crd_report
+
+    out: dict[str, tuple[str | None, list[str]]] = {}
+    if manager is None:
+        return {a.name: (None, ["CRD not checked (no manager connection)"]) for a in carried}
+    writes_status = False
+    for adapter in carried:
+        try:
+            info = await manager.discover(adapter.gvk.group, adapter.gvk.version, adapter.gvk.kind)
+            report = await crd_report(manager, adapter, info)
+        except (ApiError, aiohttp.ClientError, OSError, TimeoutError) as exc:
+            out[adapter.name] = (None, [f"CRD not checked: {plain_error(exc)}"])
+            continue
+        out[adapter.name] = (report.problem, [report.note] if report.note else [])
+        writes_status = writes_status or report.note is not None
+    address = config.listen.address
+    endpoints = frozenset(endpoint_url(address, port) for port in config.worker_ports() if port)
+    lines: list[str] = []
+    for worker in config.workers:
+        try:
+            state, why = await bypass_state(manager, worker, config.manager.namespace, endpoints)
+        except (ApiError, aiohttp.ClientError, OSError, TimeoutError) as exc:
+            lines.append(f"warning: worker {worker.name}: cannot tell how Kueue reaches it: {plain_error(exc)}")
+            continue
+        if state == "bypassed":
+            # Before the first --wire this is expected; afterwards it means untransformed copies and, for a
+            # kind without a status subresource, a Workload that never finishes.
+            impact = "; a kind without a status subresource would never finish" if writes_status else ""
+            lines.append(f"warning: worker {worker.name}: {why}{impact}")
+    out[""] = (None, lines)
+    return out

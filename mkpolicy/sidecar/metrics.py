@@ -141,6 +141,20 @@ class Metrics:
             ["cluster", "policy", "result"],
             registry=r,
         )
+        self.bypassed = Gauge(
+            "mkpolicy_sidecar_worker_bypassed",
+            "1 when the worker's MultiKueueCluster Secret does not point at the sidecar: Kueue reaches it directly "
+            "(copies untransformed; for a kind without a status subresource, Workloads that never finish).",
+            ["cluster"],
+            registry=r,
+        )
+        self.crd_pruned = Gauge(
+            "mkpolicy_sidecar_crd_prunes_managed_by",
+            "1 when the manager's CRD of the policy's kind prunes its managedBy field (Kueue never dispatches it; "
+            "mkpolicy export crd-patch).",
+            ["policy"],
+            registry=r,
+        )
         self.events = Counter(
             "mkpolicy_sidecar_events_total",
             "Kubernetes Events by reason and result: recorded, filtered (client-go's spam filter), dropped "

@@ -7,6 +7,7 @@ stopped with ``await sidecar.stop()``; ``mkpolicy sidecar`` runs it until SIGTER
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -29,6 +30,7 @@ from mkpolicy.sidecar.kueueconfig import Finding, KueueInfo, policy_findings, po
 from mkpolicy.sidecar.listener import Listener
 from mkpolicy.sidecar.logs import fields, plain_error
 from mkpolicy.sidecar.mainstatus import Written, write_status
+from mkpolicy.sidecar.manager_checks import bypass_state, crd_report
 from mkpolicy.sidecar.metrics import Metrics
 from mkpolicy.sidecar.ops import ops_app
 from mkpolicy.sidecar.policies import Entry, PolicySet, PolicyStore, ReloadError
@@ -38,6 +40,11 @@ from mkpolicy.sidecar.wiring import UnwireResult, WireResult, multikueue_secret,
 from mkpolicy.sidecar.workers import WorkerLink
 
 log = logging.getLogger("mkpolicy.sidecar")
+
+#: Seconds between two looks at what the manager must provide (:meth:`Sidecar.check_manager`), and
+#: before the first one (``--wire`` points the Secrets here right after the start, then looks itself).
+MANAGER_CHECK_INTERVAL = 30.0
+MANAGER_CHECK_FIRST = 2.0
 
 T = TypeVar("T")
 
@@ -80,6 +87,10 @@ class Sidecar:
         self._evaluator = Evaluator(transform_threads)
         self._store = PolicyStore(policies_dir, self._resolve, self.metrics, self._policies_changed)
         self._first_load: asyncio.Task[None] | None = None
+        self._manager_checks: asyncio.Task[None] | None = None
+        #: Policies whose manager CRD prunes their managedBy field, and why; workers Kueue reaches directly.
+        self.crd_problems: dict[str, str] = {}
+        self.bypassed: dict[str, str] = {}
         self._started = False
 
     # -- Hub (what the endpoints use) ------------------------------------------------------------
@@ -180,6 +191,8 @@ class Sidecar:
             checks.extend(f"ok skipped {p}" for p in active.skipped)
         checks.extend(link.readiness() for link in self._links.values())
         checks.extend(f"warn wiring {name}: {why}" for name, why in self._wiring_problems.items())
+        checks.extend(f"warn crd {name}: {why}" for name, why in sorted(self.crd_problems.items()))
+        checks.extend(f"warn bypass {name}: {why}" for name, why in sorted(self.bypassed.items()))
         if self.kueue is not None:
             checks.append(f"ok kueue: {self.kueue.describe()}")
         checks.extend(f"warn kueue: {f.message}" for f in self._findings if f.level == "warning")
@@ -243,6 +256,49 @@ class Sidecar:
         self.events.start()
         self._store.start(interval)
         self._report_kueue(self._store.active)
+        self._manager_checks = asyncio.create_task(self._check_manager_loop(), name="manager-checks")
+
+    async def _check_manager_loop(self) -> None:
+        await asyncio.sleep(MANAGER_CHECK_FIRST)
+        while True:
+            try:
+                await self.check_manager()
+            except Exception as exc:  # never let the loop die
+                log.exception("manager checks failed", extra=fields(error=plain_error(exc)))
+            await asyncio.sleep(MANAGER_CHECK_INTERVAL)
+
+    async def check_manager(self) -> None:
+        """Look at what the manager must provide (:mod:`.manager_checks`): each policy kind's CRD keeps
+        its managedBy field, Kueue reaches each worker through this sidecar. Problems show in /readyz
+        (``warn``: the other policies and workers keep serving), the metrics and the log."""
+        manager, active = self._manager, self._store.active
+        if manager is None:
+            return
+        crd: dict[str, str] = {}
+        for entry in active.entries if active is not None else ():
+            try:
+                report = await crd_report(manager, entry.adapter, entry.info)
+            except (ApiError, aiohttp.ClientError, OSError, TimeoutError):
+                continue  # unreadable now: the last answer stands until the next look
+            self.metrics.crd_pruned.labels(entry.name).set(1 if report.problem else 0)
+            if report.problem:
+                crd[entry.name] = report.problem
+        bypassed: dict[str, str] = {}
+        for worker in self.config.workers:
+            try:
+                state, why = await bypass_state(manager, worker, self.config.manager.namespace, self.own_endpoints())
+            except (ConfigError, ApiError, aiohttp.ClientError, OSError, TimeoutError):
+                continue
+            self.metrics.bypassed.labels(worker.name).set(1 if state == "bypassed" else 0)
+            if state == "bypassed":
+                bypassed[worker.name] = why
+        for name, why in crd.items():
+            if self.crd_problems.get(name) != why:
+                log.error("policy kind's CRD prunes managedBy", extra=fields(policy=name, error=why))
+        for name, why in bypassed.items():
+            if self.bypassed.get(name) != why:
+                log.warning("Kueue bypasses the sidecar", extra=fields(cluster=name, error=why))
+        self.crd_problems, self.bypassed = crd, bypassed
 
     def _report_kueue(self, active: PolicySet | None) -> None:
         """Log what Kueue's configuration says about the policies and the ports (and keep it for /readyz)."""
@@ -292,6 +348,11 @@ class Sidecar:
         log.info("sidecar stopping", extra=fields(grace_seconds=self.config.shutdown.grace_period_seconds))
         if self._first_load is not None:
             self._first_load.cancel()
+        if self._manager_checks is not None:
+            self._manager_checks.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._manager_checks
+            self._manager_checks = None
         await self._store.stop()
         # Every endpoint stops listening and drains at once (watches end cleanly); the probes go last.
         grace = self.config.shutdown.grace_period_seconds
@@ -373,6 +434,7 @@ class Sidecar:
             result = await self._rewire(worker.name, secret)
             if result is not None:
                 out[worker.name] = result
+        await self.check_manager()  # the Secrets point here now: /readyz says so at once
         return out
 
     async def _rewire(self, worker: str, secret: str) -> WireResult | None:
