@@ -15,109 +15,30 @@ the policy's sync of the worker's, written by the sidecar to the main resource.
 from __future__ import annotations
 
 import asyncio
-import glob
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sidecar_harness import POLICIES, adapter_for, clusters, metric, multikueue, policy_dir, strip_server_fields
+from argo_harness import (
+    ARGO,
+    FRAMEWORK,
+    INSTANCE_ID,
+    MARKER,
+    WF,
+    WL,
+    argo_clusters,
+    argo_crds,
+    argo_status,
+    workflow,
+)
+from sidecar_harness import Clusters, adapter_for, client, metric, multikueue, policy_dir, strip_server_fields
 
 import mkpolicy
-from mkpolicy.cli.main import main
 from mkpolicy.jsonvalues import apply_merge_patch
 from mkpolicy.testing.kueue import Kueue
 from mkpolicy.testing.kueue.env import MultiKueueEnv
-from mkpolicy.yamldata import load_file
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.loopback_only("runs Kueue's model on loopback clusters")]
-
-ARGO = POLICIES / "argo-workflow.yaml"
-WF = ("argoproj.io/v1alpha1", "Workflow")
-WL = ("kueue.x-k8s.io/v1beta2", "Workload")
-FRAMEWORK = "Workflow.v1alpha1.argoproj.io"
-SHARED = Path(os.environ.get("MKPOLICY_SHARED", Path(__file__).resolve().parents[3] / "shared")) / "crds"
-#: What the admission policy puts on a manager Workflow marked for MultiKueue.
-MARKER = {"mkpolicy.io/managed-by": "multikueue"}
-INSTANCE_ID = {"workflows.argoproj.io/controller-instanceid": "mkpolicy-multikueue"}
-
-
-def module_cache() -> str:
-    """The Go module cache (GOMODCACHE, else ``go env``, else ~/go/pkg/mod)."""
-    if os.environ.get("GOMODCACHE"):
-        return os.environ["GOMODCACHE"]
-    try:
-        out = subprocess.run(["go", "env", "GOMODCACHE"], capture_output=True, text=True, timeout=30, check=False)
-        if out.returncode == 0 and out.stdout.strip():
-            return out.stdout.strip()
-    except OSError:
-        pass
-    return os.path.expanduser("~/go/pkg/mod")
-
-
-def argo_crd() -> Path:
-    """Argo's full Workflow CRD: the newest Argo module in the Go module cache, else ../shared/crds."""
-    pattern = os.path.join(
-        module_cache(), "github.com/argoproj/argo-workflows/v*@v*/manifests/base/crds/full/argoproj.io_workflows.yaml"
-    )
-
-    def version(path: str) -> tuple[int, ...]:
-        tag = path.split("@v", 1)[1].split("/", 1)[0]
-        return tuple(int(p) for p in tag.split("-")[0].split(".") if p.isdigit())
-
-    found = sorted(glob.glob(pattern), key=version)
-    if found:
-        return Path(found[-1])
-    if (SHARED / "argoproj.io_workflows.yaml").is_file():
-        return SHARED / "argoproj.io_workflows.yaml"
-    pytest.skip("Argo's Workflow CRD not found: go mod download github.com/argoproj/argo-workflows/v4@latest")
-
-
-def patched_crd(tmp_path: Path, capsys: pytest.CaptureFixture[str], crd: Path) -> dict[str, Any]:
-    """Argo's CRD as ``mkpolicy export crd-patch`` gives it to the manager."""
-    assert main(["export", "crd-patch", "--policies", str(ARGO), "--crd", str(crd)]) == 0
-    out = tmp_path / "patched.yaml"
-    out.write_text(capsys.readouterr().out)
-    (doc,) = load_file(str(out))
-    assert isinstance(doc, dict)
-    return doc
-
-
-def workflow(name: str, namespace: str) -> dict[str, Any]:
-    """A Workflow on the manager as the admission policy leaves it."""
-    return {
-        "apiVersion": "argoproj.io/v1alpha1",
-        "kind": "Workflow",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": {**MARKER, **INSTANCE_ID, "kueue.x-k8s.io/queue-name": "user-queue"},
-        },
-        "spec": {
-            "managedBy": "kueue.x-k8s.io/multikueue",
-            "entrypoint": "main",
-            "templates": [{"name": "main", "container": {"image": "busybox", "command": ["true"]}}],
-        },
-    }
-
-
-def argo_status(step: str, name: str) -> dict[str, Any]:
-    """What Argo's controller writes (``nodes`` and the offload fields stay on the worker)."""
-    node = {"id": name, "name": name, "type": "Pod", "templateName": "main", "phase": step}
-    out: dict[str, Any] = {
-        "phase": step,
-        "startedAt": "2026-11-26T10:00:00Z",
-        "progress": "0/1" if step == "Running" else "1/1",
-        "nodes": {name: node},
-        "offloadNodeStatusVersion": "fnv:1234567",
-        "conditions": [{"type": "PodRunning", "status": "True" if step == "Running" else "False"}],
-    }
-    if step != "Running":
-        out["finishedAt"] = "2026-11-26T10:05:00Z"
-        out["message"] = "done" if step == "Succeeded" else "main failed"
-        out["conditions"].append({"type": "Completed", "status": "True"})
-    return out
 
 
 class ArgoChecks:
@@ -178,16 +99,9 @@ class ArgoChecks:
         )
 
 
-def test_a_workflow_runs_through_kueue_and_its_status_comes_back_to_the_main_resource(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_workflow_runs_through_kueue_and_its_status_comes_back_to_the_main_resource(tmp_path: Path) -> None:
     """Dispatch, status by whole-object updates, eviction, re-dispatch, finish, the copies deleted."""
-    crd = argo_crd()
-    manager_crd = patched_crd(tmp_path, capsys, crd)
-    with clusters(tmp_path) as env:
-        env.manager.register_crd(manager_crd)
-        for worker in env.workers.values():
-            worker.register_crd(crd)
+    with argo_clusters(tmp_path) as env:
 
         async def scenario() -> None:
             async with multikueue(env, policy_dir(tmp_path, ARGO), frameworks=[FRAMEWORK]) as (mk, sidecar, model):
@@ -251,15 +165,10 @@ def test_a_workflow_runs_through_kueue_and_its_status_comes_back_to_the_main_res
         asyncio.run(scenario())
 
 
-def test_kueue_reads_the_worker_workflow_without_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_kueue_reads_the_worker_workflow_without_status(tmp_path: Path) -> None:
     """A full read of the worker's Workflow through the sidecar has no status (what Kueue copies: nothing),
     while the worker's own has it; the manager's main resource has the policy's summary."""
-    crd = argo_crd()
-    manager_crd = patched_crd(tmp_path, capsys, crd)
-    with clusters(tmp_path) as env:
-        env.manager.register_crd(manager_crd)
-        for worker in env.workers.values():
-            worker.register_crd(crd)
+    with argo_clusters(tmp_path) as env:
 
         async def scenario() -> None:
             async with multikueue(env, policy_dir(tmp_path, ARGO), frameworks=[FRAMEWORK]) as (mk, sidecar, model):
@@ -272,8 +181,6 @@ def test_kueue_reads_the_worker_workflow_without_status(tmp_path: Path, capsys: 
                 await check.copy_created("read", wl, "worker1")
                 mk.worker_kueue["worker1"].adopt(wl, ns, *WF)
                 await check.status_written("read", wl, "worker1", "Running")
-                from sidecar_harness import client
-
                 async with client(sidecar.kubeconfig("worker1")) as kueue_side:
                     path = f"/apis/argoproj.io/v1alpha1/namespaces/{ns}/workflows/read"
                     seen = await kueue_side.get(path)
@@ -283,15 +190,12 @@ def test_kueue_reads_the_worker_workflow_without_status(tmp_path: Path, capsys: 
         asyncio.run(scenario())
 
 
-def test_without_the_sidecar_kueue_status_patch_fails_and_the_workload_never_finishes(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_without_the_sidecar_kueue_status_patch_fails_and_the_workload_never_finishes() -> None:
     """The problem the wire solves: Kueue talking to the worker directly copies Argo's status and
     merge-patches the manager's ``/status``, which the CRD does not serve (404): every sync fails."""
     from mkpolicy.testing.kueue.env import loopback_multikueue
 
-    crd = argo_crd()
-    manager_crd = patched_crd(tmp_path, capsys, crd)
+    crd, manager_crd = argo_crds()
     with loopback_multikueue() as mk:
         mk.manager.register_crd(manager_crd)
         for worker in mk.workers.values():
@@ -326,3 +230,83 @@ def test_without_the_sidecar_kueue_status_patch_fails_and_the_workload_never_fin
 
 def _outcomes(model: Kueue, namespace: str, name: str) -> list[tuple[str, Any]]:
     return [(o.kind, o.detail) for o in model.outcomes.get((namespace, name), [])]
+
+
+def _events(env: Clusters, reason: str) -> list[dict[str, Any]]:
+    return [e for e in env.manager.list("v1", "Event", namespace=env.ns) if e["reason"] == reason]
+
+
+def _writes(sidecar: Any, cluster: str, result: str) -> float:
+    return metric(
+        sidecar, "mkpolicy_sidecar_status_writes_total", cluster=cluster, policy="argo-workflow", result=result
+    )
+
+
+async def _running_on_worker1(mk: MultiKueueEnv, model: Kueue, check: ArgoChecks, name: str) -> str:
+    """A Workflow dispatched to worker1, its copy adopted by the worker's Kueue; its Workload's name."""
+    ns = mk.namespace
+    wl = mk.core.submit(mk.manager.create(workflow(name, ns)))
+    await model.wait_for(lambda: model.outcome_kinds(ns, wl).count("dispatched") == 2, what="dispatch")
+    mk.worker_kueue["worker1"].admit(wl, ns)
+    await check.copy_created(name, wl, "worker1")
+    mk.worker_kueue["worker1"].adopt(wl, ns, *WF)
+    return wl
+
+
+def test_a_status_write_the_manager_refuses_becomes_an_event_and_kueue_goes_on(tmp_path: Path) -> None:
+    """An admission policy on the manager refusing mkpolicy's status write (injected as the API
+    server's 403): an Event on the Workflow, counted; Kueue's reads still succeed, so the Workload
+    finishes and releases its quota. Once the refusal is lifted, the next status is written."""
+    with argo_clusters(tmp_path) as env:
+
+        async def scenario() -> None:
+            async with multikueue(env, policy_dir(tmp_path, ARGO), frameworks=[FRAMEWORK]) as (mk, sidecar, model):
+                check = ArgoChecks(mk, model)
+                ns = mk.namespace
+                await model.wait_connected("worker1", "worker2")
+                wl = await _running_on_worker1(mk, model, check, "denied")
+                denial = (
+                    'workflows.argoproj.io "denied" is forbidden: ValidatingAdmissionPolicy "status-only" with '
+                    'binding "status-only" denied request: only status may change'
+                )
+                rule = env.manager.faults.fail(403, times=None, message=denial, verb="patch", resource="workflows")
+                check.play_argo("worker1", "denied", "Running")
+                await model.wait_for(lambda: _events(env, "StatusWriteRefused"), what="an Event")
+                (event,) = _events(env, "StatusWriteRefused")
+                assert event["involvedObject"]["kind"] == "Workflow" and event["involvedObject"]["name"] == "denied"
+                assert event["type"] == "Warning" and "only status may change" in event["message"]
+                assert event["message"].startswith("mkpolicy: the status from worker1 is not written")
+                assert _writes(sidecar, "worker1", "refused") >= 1
+                assert "status" not in env.manager.get(*WF, "denied", ns)
+                # the refusal lifted: the next status Argo writes reaches the manager
+                env.manager.faults.remove(rule)
+                await check.status_written("denied", wl, "worker1", "Succeeded")
+                mk.worker_kueue["worker1"].finish(wl, ns)
+                await model.wait_for(lambda: "finished" in model.outcome_kinds(ns, wl), what="finished")
+                assert "error" not in model.outcome_kinds(ns, wl)
+
+        asyncio.run(scenario())
+
+
+def test_a_conflict_is_read_again_and_a_failing_manager_fails_kueues_read_until_it_recovers(tmp_path: Path) -> None:
+    """A 409 (the Workflow changed between the read and the write) is read again and written at once;
+    a manager failing the write (500) answers Kueue's read 503, Kueue retries, and the status arrives."""
+    with argo_clusters(tmp_path) as env:
+
+        async def scenario() -> None:
+            async with multikueue(env, policy_dir(tmp_path, ARGO), frameworks=[FRAMEWORK]) as (mk, sidecar, model):
+                check = ArgoChecks(mk, model)
+                ns = mk.namespace
+                await model.wait_connected("worker1", "worker2")
+                wl = await _running_on_worker1(mk, model, check, "flaky")
+                conflict = env.manager.faults.fail(409, verb="patch", resource="workflows")
+                await check.status_written("flaky", wl, "worker1", "Running")
+                assert conflict.hits == 1 and "error" not in model.outcome_kinds(ns, wl)
+                failing = env.manager.faults.fail(500, times=2, verb="patch", resource="workflows")
+                await check.status_written("flaky", wl, "worker1", "Succeeded")
+                assert failing.hits == 2
+                errors = [d for k, d in _outcomes(model, ns, wl) if k == "error"]
+                assert errors and all("cannot write the status of Workflow" in str(d) for d in errors), errors
+                assert _writes(sidecar, "worker1", "error") == 2
+
+        asyncio.run(scenario())
