@@ -9,6 +9,9 @@ crd-patch: the CRDs given with --crd (files, "-" for stdin) of the policies' kin
       the manager with server-side apply and its own field manager:
       kubectl get crd workflows.argoproj.io -o yaml | mkpolicy export crd-patch --crd - \
         | kubectl apply --server-side --force-conflicts --field-manager=mkpolicy-crd-patch -f -
+argo-admission: the MutatingAdmissionPolicies the manager needs for Argo's Workflow
+      (spec.managedBy from the label mkpolicy.io/managed-by: multikueue on CREATE, kept on
+      UPDATE; an Argo controller instance id no manager controller serves).
 
 Policies that stock Kueue's generic adapter cannot carry (managedBy elsewhere than
 /spec/managedBy) and kinds Kueue adapts natively are left out with a comment saying why;
@@ -23,7 +26,7 @@ import sys
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``mkpolicy export``."""
-    parser.add_argument("what", choices=("kueue-config", "rbac", "crd-patch"), help="what to print")
+    parser.add_argument("what", choices=("kueue-config", "rbac", "crd-patch", "argo-admission"), help="what to print")
     parser.add_argument(
         "--policies", default="policies", metavar="DIR", help="policy file or directory (default: policies)"
     )
@@ -36,6 +39,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="crd-patch: a file of CustomResourceDefinitions ('-': stdin; repeatable), e.g. the kind's release "
         "manifest or 'kubectl get crd NAME -o yaml'",
+    )
+    parser.add_argument(
+        "--map-version",
+        choices=("v1", "v1beta1"),
+        default="v1",
+        help="argo-admission: MutatingAdmissionPolicy API version (v1: Kubernetes 1.36+; v1beta1: 1.34/1.35 with "
+        "the feature gate)",
+    )
+    parser.add_argument(
+        "--instance-id",
+        default="mkpolicy-multikueue",
+        help="argo-admission: the Argo controller instance id set on the manager's Workflows; no Argo controller "
+        "on the manager may serve it (default: mkpolicy-multikueue)",
     )
 
 
@@ -64,6 +80,14 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         for note in notes:
             print(f"note: {note}", file=sys.stderr)
+        return EXIT_OK
+    if args.what == "argo-admission":
+        from mkpolicy.lint.argo_admission import ArgoAdmission, render
+
+        try:
+            sys.stdout.write(render(policies, ArgoAdmission(args.map_version, instance_id=args.instance_id)))
+        except PolicyError as exc:
+            return report_policy_error(exc)
         return EXIT_OK
     if args.what == "kueue-config":
         sys.stdout.write(kueue_config(policies, args.all))
