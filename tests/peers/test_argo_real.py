@@ -187,7 +187,7 @@ def test_a_status_write_a_validating_admission_policy_refuses_is_told(kube: tupl
     makes it an Event, tests/sidecar/test_sidecar_argo.py); allowed, the status is written."""
     cluster, kubectl, namespace = kube
     install_patched_crd(kubectl)
-    vap = {
+    vap: dict[str, Any] = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
         "metadata": {"name": f"no-failed-{namespace}"},
@@ -211,7 +211,7 @@ def test_a_status_write_a_validating_admission_policy_refuses_is_told(kube: tupl
             ],
         },
     }
-    binding = {
+    binding: dict[str, Any] = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicyBinding",
         "metadata": {"name": vap["metadata"]["name"]},
