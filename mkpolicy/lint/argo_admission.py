@@ -10,9 +10,10 @@ Argo's ``Workflow`` has no managedBy of its own. On the manager cluster its CRD 
   not know, ``cmd/argo/commands/submit.go``), or created with ``spec.managedBy`` already, gets
   ``spec.managedBy: kueue.x-k8s.io/multikueue`` and the label
   ``workflows.argoproj.io/controller-instanceid`` set to an instance id no Argo controller on the
-  manager serves: a controller without ``instanceID`` watches only Workflows *without* that
-  label, one with ``instanceID: X`` only ``=X`` (``workflow/util/util.go``, ``InstanceIDRequirement``),
-  so none of them runs the Workflow on the manager, takes its locks or starts its deadline clock;
+  manager serves: a controller without ``instanceID`` lists and watches only Workflows *without*
+  that label, one with ``instanceID: X`` only ``=X`` (Argo v4 ``util/instanceid/service.go``,
+  ``With``), so none of them runs the Workflow on the manager, takes its locks or starts its
+  deadline clock (Argo's server refuses to act on it too: ``Validate``);
 * **managedBy kept** (UPDATE): Argo's CLI and server round-trip Workflows through Go types
   without ``spec.managedBy`` (suspend, resume, stop, retry): a field the old object had and the
   new one lost comes back from ``oldObject`` — otherwise MultiKueue would reject the job's
