@@ -31,7 +31,17 @@ from argo_harness import (
     argo_status,
     workflow,
 )
-from sidecar_harness import Clusters, adapter_for, client, metric, multikueue, policy_dir, strip_server_fields
+from sidecar_harness import (
+    Clusters,
+    adapter_for,
+    client,
+    kueue,
+    metric,
+    multikueue,
+    policy_dir,
+    running,
+    strip_server_fields,
+)
 
 import mkpolicy
 from mkpolicy.jsonvalues import apply_merge_patch
@@ -308,5 +318,36 @@ def test_a_conflict_is_read_again_and_a_failing_manager_fails_kueues_read_until_
                 errors = [d for k, d in _outcomes(model, ns, wl) if k == "error"]
                 assert errors and all("cannot write the status of Workflow" in str(d) for d in errors), errors
                 assert _writes(sidecar, "worker1", "error") == 2
+
+        asyncio.run(scenario())
+
+
+def test_the_status_is_written_only_when_it_changes_with_the_watch_cache(tmp_path: Path) -> None:
+    """Kueue's generic adapter step by step, the sidecar reading the manager through its watch cache
+    (answers from the fast path when nothing is to be written): Kueue always finds nothing to copy,
+    and the sidecar writes once per change of the worker's status, however often Kueue reads."""
+    with argo_clusters(tmp_path) as env:
+
+        async def scenario() -> None:
+            config = env.config(manager={"reads": "cache"})
+            async with (
+                running(config, policy_dir(tmp_path, ARGO)) as sidecar,
+                kueue(env, sidecar, framework=FRAMEWORK) as driver,
+            ):
+                ns = env.ns
+                env.manager.create(workflow("cached", ns))
+                assert await driver.sync_job("worker1", ns, "cached", "wl-1") == "created"
+                worker = env.worker("worker1")
+                for step, writes in (("Running", 1), ("Succeeded", 2)):
+                    obj = worker.get(*WF, "cached", ns)
+                    obj["status"] = argo_status(step, "cached")
+                    worker.update(obj)
+                    for _ in range(4):
+                        assert await driver.sync_job("worker1", ns, "cached", "wl-1") == "unchanged"
+                    assert env.manager.get(*WF, "cached", ns)["status"]["phase"] == step
+                    assert _writes(sidecar, "worker1", "written") == writes
+                assert sidecar.readiness()[0]
+                reads = "mkpolicy_sidecar_manager_reads_total"
+                assert metric(sidecar, reads, policy="argo-workflow", source="cache") > 0
 
         asyncio.run(scenario())
