@@ -15,6 +15,8 @@ the policy's sync of the worker's, written by the sidecar to the main resource.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +47,19 @@ from sidecar_harness import (
 
 import mkpolicy
 from mkpolicy.jsonvalues import apply_merge_patch
+from mkpolicy.sidecar import Sidecar
 from mkpolicy.testing.kueue import Kueue
 from mkpolicy.testing.kueue.env import MultiKueueEnv
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.loopback_only("runs Kueue's model on loopback clusters")]
+
+
+@contextlib.asynccontextmanager
+async def on_the_wire(env: Clusters, tmp_path: Path) -> AsyncIterator[tuple[MultiKueueEnv, Sidecar, Kueue, ArgoChecks]]:
+    """MultiKueue for Workflows through the sidecar with the Argo policy, Kueue connected to both workers."""
+    async with multikueue(env, policy_dir(tmp_path, ARGO), frameworks=[FRAMEWORK]) as (mk, sidecar, model):
+        await model.wait_connected("worker1", "worker2")
+        yield mk, sidecar, model, ArgoChecks(mk, model)
 
 
 class ArgoChecks:
@@ -74,6 +85,16 @@ class ArgoChecks:
         labels = copy["metadata"]["labels"]
         assert not set(labels) & {*MARKER, *INSTANCE_ID}, labels
         return copy
+
+    async def dispatched(self, name: str, cluster: str = "worker1") -> str:
+        """A Workflow submitted, dispatched, admitted by ``cluster``'s Kueue, its copy there adopted; its Workload."""
+        mk, ns = self.mk, self.ns
+        wl = mk.core.submit(mk.manager.create(workflow(name, ns)))
+        await self.model.wait_for(lambda: self.model.outcome_kinds(ns, wl).count("dispatched") == 2, what="dispatch")
+        mk.worker_kueue[cluster].admit(wl, ns)
+        await self.copy_created(name, wl, cluster)
+        mk.worker_kueue[cluster].adopt(wl, ns, *WF)
+        return wl
 
     def play_argo(self, cluster: str, name: str, step: str) -> dict[str, Any]:
         """Argo's controller on ``cluster``: status and phase label written by a whole-object PUT."""
@@ -114,18 +135,12 @@ def test_a_workflow_runs_through_kueue_and_its_status_comes_back_to_the_main_res
     with argo_clusters(tmp_path) as env:
 
         async def scenario() -> None:
-            async with multikueue(env, policy_dir(tmp_path, ARGO), frameworks=[FRAMEWORK]) as (mk, sidecar, model):
-                check = ArgoChecks(mk, model)
+            async with on_the_wire(env, tmp_path) as (mk, sidecar, model, check):
                 ns = mk.namespace
-                await model.wait_connected("worker1", "worker2")
                 (entry,) = sidecar.policies.entries if sidecar.policies else ()
                 assert entry.main_status and entry.info.status_subresource is False
 
-                wl = mk.core.submit(env.manager.create(workflow("etl", ns)))
-                await model.wait_for(lambda: model.outcome_kinds(ns, wl).count("dispatched") == 2, what="dispatch")
-                mk.worker_kueue["worker1"].admit(wl, ns)
-                await check.copy_created("etl", wl, "worker1")
-                mk.worker_kueue["worker1"].adopt(wl, ns, *WF)
+                wl = await check.dispatched("etl")
                 await check.status_written("etl", wl, "worker1", "Running")
                 assert metric(
                     sidecar, "mkpolicy_sidecar_status_writes_total", cluster="worker1", policy="argo-workflow",
@@ -181,15 +196,9 @@ def test_kueue_reads_the_worker_workflow_without_status(tmp_path: Path) -> None:
     with argo_clusters(tmp_path) as env:
 
         async def scenario() -> None:
-            async with multikueue(env, policy_dir(tmp_path, ARGO), frameworks=[FRAMEWORK]) as (mk, sidecar, model):
-                check = ArgoChecks(mk, model)
+            async with on_the_wire(env, tmp_path) as (mk, sidecar, _, check):
                 ns = mk.namespace
-                await model.wait_connected("worker1", "worker2")
-                wl = mk.core.submit(env.manager.create(workflow("read", ns)))
-                await model.wait_for(lambda: model.outcome_kinds(ns, wl).count("dispatched") == 2, what="dispatch")
-                mk.worker_kueue["worker1"].admit(wl, ns)
-                await check.copy_created("read", wl, "worker1")
-                mk.worker_kueue["worker1"].adopt(wl, ns, *WF)
+                wl = await check.dispatched("read")
                 await check.status_written("read", wl, "worker1", "Running")
                 async with client(sidecar.kubeconfig("worker1")) as kueue_side:
                     path = f"/apis/argoproj.io/v1alpha1/namespaces/{ns}/workflows/read"
@@ -252,17 +261,6 @@ def _writes(sidecar: Any, cluster: str, result: str) -> float:
     )
 
 
-async def _running_on_worker1(mk: MultiKueueEnv, model: Kueue, check: ArgoChecks, name: str) -> str:
-    """A Workflow dispatched to worker1, its copy adopted by the worker's Kueue; its Workload's name."""
-    ns = mk.namespace
-    wl = mk.core.submit(mk.manager.create(workflow(name, ns)))
-    await model.wait_for(lambda: model.outcome_kinds(ns, wl).count("dispatched") == 2, what="dispatch")
-    mk.worker_kueue["worker1"].admit(wl, ns)
-    await check.copy_created(name, wl, "worker1")
-    mk.worker_kueue["worker1"].adopt(wl, ns, *WF)
-    return wl
-
-
 def test_a_status_write_the_manager_refuses_becomes_an_event_and_kueue_goes_on(tmp_path: Path) -> None:
     """An admission policy on the manager refusing mkpolicy's status write (injected as the API
     server's 403): an Event on the Workflow, counted; Kueue's reads still succeed, so the Workload
@@ -270,11 +268,9 @@ def test_a_status_write_the_manager_refuses_becomes_an_event_and_kueue_goes_on(t
     with argo_clusters(tmp_path) as env:
 
         async def scenario() -> None:
-            async with multikueue(env, policy_dir(tmp_path, ARGO), frameworks=[FRAMEWORK]) as (mk, sidecar, model):
-                check = ArgoChecks(mk, model)
+            async with on_the_wire(env, tmp_path) as (mk, sidecar, model, check):
                 ns = mk.namespace
-                await model.wait_connected("worker1", "worker2")
-                wl = await _running_on_worker1(mk, model, check, "denied")
+                wl = await check.dispatched("denied")
                 denial = (
                     'workflows.argoproj.io "denied" is forbidden: ValidatingAdmissionPolicy "status-only" with '
                     'binding "status-only" denied request: only status may change'
@@ -304,11 +300,9 @@ def test_a_conflict_is_read_again_and_a_failing_manager_fails_kueues_read_until_
     with argo_clusters(tmp_path) as env:
 
         async def scenario() -> None:
-            async with multikueue(env, policy_dir(tmp_path, ARGO), frameworks=[FRAMEWORK]) as (mk, sidecar, model):
-                check = ArgoChecks(mk, model)
+            async with on_the_wire(env, tmp_path) as (mk, sidecar, model, check):
                 ns = mk.namespace
-                await model.wait_connected("worker1", "worker2")
-                wl = await _running_on_worker1(mk, model, check, "flaky")
+                wl = await check.dispatched("flaky")
                 conflict = env.manager.faults.fail(409, verb="patch", resource="workflows")
                 await check.status_written("flaky", wl, "worker1", "Running")
                 assert conflict.hits == 1 and "error" not in model.outcome_kinds(ns, wl)
