@@ -17,8 +17,9 @@ which valid policies the sidecar skips and why, which policy names another versi
 Kueue's externalFrameworks entry, which ports collide with Kueue's in its pod, whether
 each policy kind's CRD on the manager keeps its managedBy field (exit 2 when it prunes it:
 mkpolicy export crd-patch) and how its status travels, and which workers Kueue reaches
-without the sidecar (their MultiKueueCluster Secret points elsewhere), then exits. --init-state DIR writes the CA, serving certificate and worker tokens to DIR
-and exits: several Kueue replicas then share them (a Secret mounted as state.dir).
+without the sidecar (their MultiKueueCluster Secret points elsewhere), then exits.
+--init-state DIR writes the CA, serving certificate and worker tokens to DIR and exits:
+several Kueue replicas then share them (a Secret mounted as state.dir).
 
 Exit codes: 0 clean shutdown, 1 invalid policies, 2 invalid configuration or kubeconfig.
 """

@@ -287,7 +287,7 @@ class Sidecar:
         for worker in self.config.workers:
             try:
                 state, why = await bypass_state(manager, worker, self.config.manager.namespace, self.own_endpoints())
-            except (ConfigError, ApiError, aiohttp.ClientError, OSError, TimeoutError):
+            except (ApiError, aiohttp.ClientError, OSError, TimeoutError):
                 continue
             self.metrics.bypassed.labels(worker.name).set(1 if state == "bypassed" else 0)
             if state == "bypassed":
