@@ -55,9 +55,12 @@ pytestmark = [pytest.mark.timeout(180), pytest.mark.loopback_only("runs Kueue's 
 
 
 @contextlib.asynccontextmanager
-async def on_the_wire(env: Clusters, tmp_path: Path) -> AsyncIterator[tuple[MultiKueueEnv, Sidecar, Kueue, ArgoChecks]]:
-    """MultiKueue for Workflows through the sidecar with the Argo policy, Kueue connected to both workers."""
-    async with multikueue(env, policy_dir(tmp_path, ARGO), frameworks=[FRAMEWORK]) as (mk, sidecar, model):
+async def on_the_wire(
+    env: Clusters, tmp_path: Path, **settings: Any
+) -> AsyncIterator[tuple[MultiKueueEnv, Sidecar, Kueue, ArgoChecks]]:
+    """MultiKueue for Workflows through the sidecar with the Argo policy, Kueue (``settings``: the
+    model's) connected to both workers."""
+    async with multikueue(env, policy_dir(tmp_path, ARGO), frameworks=[FRAMEWORK], **settings) as (mk, sidecar, model):
         await model.wait_connected("worker1", "worker2")
         yield mk, sidecar, model, ArgoChecks(mk, model)
 
@@ -343,5 +346,40 @@ def test_the_status_is_written_only_when_it_changes_with_the_watch_cache(tmp_pat
                 assert sidecar.readiness()[0]
                 reads = "mkpolicy_sidecar_manager_reads_total"
                 assert metric(sidecar, reads, policy="argo-workflow", source="cache") > 0
+
+        asyncio.run(scenario())
+
+
+def test_a_worker_lost_mid_run(tmp_path: Path) -> None:
+    """worker1 becomes unreachable while the Workflow runs there: after Kueue's worker-lost timeout
+    the Workflow is dispatched again, runs on worker2, its status comes back from there through the
+    sidecar's write to the main resource, and the Workload finishes (its quota released) while
+    worker1 is still away; the sidecar says worker1 is unreachable."""
+    with argo_clusters(tmp_path) as env:
+
+        async def scenario() -> None:
+            async with on_the_wire(env, tmp_path, worker_lost_timeout=100.0) as (mk, sidecar, model, check):
+                ns = mk.namespace
+                wl = await check.dispatched("lost")
+                await check.status_written("lost", wl, "worker1", "Running")
+                env.worker("worker1").faults.unreachable()
+                try:
+                    await model.wait_for(lambda: mk.core.check_state(wl, ns) == "Retry", what="check Retry", timeout=30)
+                    mk.core.evict(wl, ns)
+                    mk.core.admit(wl, ns)
+                    await model.wait_for(
+                        lambda: model.outcome_kinds(ns, wl).count("dispatched") >= 3, what="re-dispatch", timeout=30
+                    )
+                    mk.worker_kueue["worker2"].admit(wl, ns)
+                    await check.copy_created("lost", wl, "worker2")
+                    mk.worker_kueue["worker2"].adopt(wl, ns, *WF)
+                    await check.status_written("lost", wl, "worker2", "Succeeded")
+                    mk.worker_kueue["worker2"].finish(wl, ns)
+                    await model.wait_for(lambda: "finished" in model.outcome_kinds(ns, wl), what="finished")
+                    await check.nothing_left("worker2")
+                    assert env.manager.get(*WF, "lost", ns)["status"]["phase"] == "Succeeded"
+                    assert "warn worker worker1: unreachable" in "\n".join(sidecar.readiness()[1])
+                finally:
+                    env.worker("worker1").faults.reachable()
 
         asyncio.run(scenario())
