@@ -141,10 +141,6 @@ def rbac(policies: list[FrameworkPolicy], include_all: bool = False, prefix: str
     return "\n".join(header) + "\n---\n" + _dump(manager) + "---\n" + _dump(worker)
 
 
-#: The field manager ``export crd-patch`` tells ``kubectl apply --server-side`` to use.
-CRD_PATCH_MANAGER = "mkpolicy-crd-patch"
-
-
 def crd_of(crds: list[Any], gvk: GVK) -> dict[str, Any] | None:
     """The CustomResourceDefinition of ``gvk``'s group and kind among ``crds``, or None."""
     for crd in crds:
@@ -163,7 +159,7 @@ def crd_patch(policies: list[FrameworkPolicy], crds: list[Any]) -> tuple[str, li
     already declares or keeps the field is left out, and so is a policy whose CRD is not given.
     """
     from mkpolicy.policy.model import check_pointer
-    from mkpolicy.structural.crdpatch import add_field, field_state
+    from mkpolicy.structural.crdpatch import FIELD_MANAGER, add_field, field_state
 
     patched: list[dict[str, Any]] = []
     notes: list[str] = []
@@ -187,7 +183,7 @@ def crd_patch(policies: list[FrameworkPolicy], crds: list[Any]) -> tuple[str, li
         "CustomResourceDefinitions given a managedBy field by 'mkpolicy export crd-patch'.",
         "Stock Kueue reads .spec.managedBy; these CRDs would prune it. Apply on the MANAGER cluster",
         "only, whole (spec.versions is an atomic list), with its own field manager:",
-        f"  kubectl apply --server-side --force-conflicts --field-manager={CRD_PATCH_MANAGER} -f -",
+        f"  kubectl apply --server-side --force-conflicts --field-manager={FIELD_MANAGER} -f -",
         "Upgrading the kind's own CRD then conflicts on .spec.versions: patch the new CRD the same way.",
     ]
     text = "\n".join(f"# {line}" for line in header) + "\n"

@@ -23,12 +23,12 @@ from mkpolicy.kube.rest import resource_path
 from mkpolicy.policy.model import check_pointer
 from mkpolicy.sidecar.config import ConfigError, Worker
 from mkpolicy.sidecar.wiring import decoded, is_ours, multikueue_secret, secret_path
-from mkpolicy.structural.crdpatch import field_state
+from mkpolicy.structural.crdpatch import FIELD_MANAGER, field_state
 
 #: The command that gives a CRD its managedBy field (docs/install.md, "Argo Workflows").
 CRD_PATCH_COMMAND = (
     "kubectl get crd {crd} -o yaml | mkpolicy export crd-patch --policies <policies> --crd - | "
-    "kubectl apply --server-side --force-conflicts --field-manager=mkpolicy-crd-patch -f -"
+    f"kubectl apply --server-side --force-conflicts --field-manager={FIELD_MANAGER} -f -"
 )
 
 

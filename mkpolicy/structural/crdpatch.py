@@ -26,6 +26,8 @@ FIELD_SCHEMA: dict[str, Any] = {
     "description": "The controller that manages this object (kueue.x-k8s.io/multikueue: dispatched by "
     "MultiKueue). Added by mkpolicy export crd-patch; not part of the upstream CRD.",
 }
+#: The field manager the patched CRD is applied with (``kubectl apply --server-side --field-manager``).
+FIELD_MANAGER = "mkpolicy-crd-patch"
 #: Metadata the API server owns; an applied object must not carry it.
 _SERVER_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink")
 
@@ -100,4 +102,4 @@ def _version(crd: dict[str, Any], version: str) -> dict[str, Any]:
     raise PolicyError(f"the CustomResourceDefinition serves no version {version!r}", Location("<crd>"))
 
 
-__all__ = ["FIELD_SCHEMA", "FieldState", "add_field", "field_state"]
+__all__ = ["FIELD_MANAGER", "FIELD_SCHEMA", "FieldState", "add_field", "field_state"]
