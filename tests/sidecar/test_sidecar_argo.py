@@ -383,3 +383,29 @@ def test_a_worker_lost_mid_run(tmp_path: Path) -> None:
                     env.worker("worker1").faults.reachable()
 
         asyncio.run(scenario())
+
+
+def test_a_kind_without_status_subresource_is_detected_from_discovery(tmp_path: Path) -> None:
+    """A policy that does not say ``sync.subresource: none`` for a CRD without ``/status``: the sidecar
+    finds it in the manager's discovery and writes the status itself (Kueue's patch would 404)."""
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    text = ARGO.read_text().replace("  sync:\n    subresource: none\n", "  sync:\n")
+    assert "subresource: none" not in text
+    (policies / ARGO.name).write_text(text.replace("../schemas/", str(ARGO.parents[1] / "schemas") + "/"))
+    with argo_clusters(tmp_path) as env:
+
+        async def scenario() -> None:
+            async with running(env.config(), policies) as sidecar, kueue(env, sidecar, framework=FRAMEWORK) as driver:
+                (entry,) = sidecar.policies.entries if sidecar.policies else ()
+                assert entry.adapter.sync_subresource == "status" and entry.main_status
+                env.manager.create(workflow("found", env.ns))
+                assert await driver.sync_job("worker1", env.ns, "found", "wl-1") == "created"
+                worker = env.worker("worker1")
+                obj = worker.get(*WF, "found", env.ns)
+                obj["status"] = argo_status("Running", "found")
+                worker.update(obj)
+                assert await driver.sync_job("worker1", env.ns, "found", "wl-1") == "unchanged"
+                assert env.manager.get(*WF, "found", env.ns)["status"]["phase"] == "Running"
+
+        asyncio.run(scenario())
