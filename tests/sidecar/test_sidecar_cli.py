@@ -159,21 +159,22 @@ def test_check_mode(tmp_path: Path) -> None:
                 ],
             },
         )
-        policies = policy_dir(tmp_path, TEKTON, POLICIES / "argo-workflow.yaml")
+        policies = policy_dir(tmp_path, TEKTON, POLICIES / "argo-workflow.yaml", POLICIES / "kueue" / "pytorchjob.yaml")
         proc = mkpolicy_cmd("sidecar", "--check", "--policies", str(policies), "--config", str(good_config))
         assert proc.returncode == 0, proc.stderr
         assert "policy tekton-pipelinerun: ok (PipelineRun.v1.tekton.dev)" in proc.stdout
+        assert "policy argo-workflow: ok (Workflow.v1alpha1.argoproj.io)" in proc.stdout
         # valid, but the sidecar skips it: said so, not "ok"
         assert (
-            "policy argo-workflow: skipped (Workflow.v1alpha1.argoproj.io): stock Kueue cannot carry it: "
-            "managedBy at /metadata/labels" in proc.stdout
+            "policy kueue-pytorchjob: skipped (PyTorchJob.v1.kubeflow.org): stock Kueue cannot carry it: "
+            "managedBy at /spec/runPolicy/managedBy" in proc.stdout
         )
-        assert "policy argo-workflow: ok" not in proc.stdout
-        # the wire contract in force: Kueue's Workloads, the policy kind, every built-in integration
-        # (Kueue's configuration not read), and nothing of the skipped policy
+        assert "policy kueue-pytorchjob: ok" not in proc.stdout
+        # the wire contract in force: Kueue's Workloads, the policy kinds, every built-in integration
+        # (Kueue's configuration not read)
         contract = proc.stdout[proc.stdout.index("wire contract (") :]
         assert "Workloads: watch" in contract and "policy tekton-pipelinerun: create" in contract
-        assert "integration batch/job: patch" in contract and "argoproj.io" not in contract
+        assert "integration batch/job: patch" in contract and "policy argo-workflow: create" in contract
         assert "policy tekton-pipelinerun: patch" not in contract
         proc = mkpolicy_cmd("sidecar", "--check", "--policies", str(policies), "--config", str(bad_config))
         assert proc.returncode == 2
