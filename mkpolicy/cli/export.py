@@ -21,8 +21,18 @@ admission: for each policy with spec.integration, the MutatingAdmissionPolicies 
       (--managed-by), Kueue's job validation; with --webhook, the webhook configurations
       calling 'mkpolicy webhook' instead.
 
+crd-patch: the CRDs given with --crd (files, "-" for stdin) of the policies' kinds that
+      would prune spec.managedBy (Argo's Workflow), with the field declared, to apply on
+      the manager with server-side apply and its own field manager:
+      kubectl get crd workflows.argoproj.io -o yaml | mkpolicy export crd-patch --crd - \
+        | kubectl apply --server-side --force-conflicts --field-manager=mkpolicy-crd-patch -f -
+argo-admission: the MutatingAdmissionPolicies the manager needs for Argo's Workflow
+      (spec.managedBy from the label mkpolicy.io/managed-by: multikueue on CREATE, kept on
+      UPDATE; an Argo controller instance id no manager controller serves).
+
+
 Policies that stock Kueue's generic adapter cannot carry (managedBy elsewhere than
-/spec/managedBy, no status subresource) and kinds Kueue adapts natively are left out
+/spec/managedBy) and kinds Kueue adapts natively are left out
 of the roles with a comment saying why; --all keeps them. Exit code 0, 1 when a policy
 does not load, 2 for unreadable paths, an invalid --config or what deploy cannot render.
 """
@@ -46,9 +56,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``mkpolicy export``."""
     parser.add_argument(
         "what",
-        choices=("kueue-config", "rbac", "deploy", "wire-contract", "admission", "controller-rbac"),
+        choices=(
+            "kueue-config", "rbac", "deploy", "wire-contract", "admission", "controller-rbac", "crd-patch",
+            "argo-admission",
+        ),
         help="what to print or write",
-    )
+    )  # fmt: skip
     parser.add_argument(
         "--policies", default="policies", metavar="DIR", help="policy file or directory (default: policies)"
     )
@@ -80,7 +93,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--map-version",
         choices=("v1", "v1beta1"),
         default="v1",
-        help="MutatingAdmissionPolicy API version: v1 (Kubernetes 1.36+, default) or v1beta1 (1.34/1.35 with "
+        help="admission, argo-admission: MutatingAdmissionPolicy API version: v1 (Kubernetes 1.36+, default) or "
+        "v1beta1 (1.34/1.35 with "
         "the MutatingAdmissionPolicy feature gate)",
     )
     admission.add_argument(
@@ -104,15 +118,30 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="bind only in namespaces with this label (Kueue's managedJobsNamespaceSelector; repeatable)",
     )
+    parser.add_argument(
+        "--crd",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="crd-patch: a file of CustomResourceDefinitions ('-': stdin; repeatable), e.g. the kind's release "
+        "manifest or 'kubectl get crd NAME -o yaml'",
+    )
+    parser.add_argument(
+        "--instance-id",
+        default="mkpolicy-multikueue",
+        help="argo-admission: the Argo controller instance id set on the manager's Workflows; no Argo controller "
+        "on the manager may serve it (default: mkpolicy-multikueue)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Print the requested configuration, or write the deploy directory."""
     from mkpolicy.cli.common import EXIT_OK, EXIT_USAGE, error, report_policy_error
     from mkpolicy.errors import PolicyError
-    from mkpolicy.lint.export import kueue_config, select
+    from mkpolicy.lint.export import crd_patch, kueue_config, select
     from mkpolicy.policy import load
     from mkpolicy.sidecar.config import ConfigError, load_config
+    from mkpolicy.yamldata import load_file
 
     if args.what == "wire-contract":
         from mkpolicy.sidecar.contract import render_markdown
@@ -123,6 +152,28 @@ def run(args: argparse.Namespace) -> int:
         policies = load(args.policies)
     except PolicyError as exc:
         return report_policy_error(exc)
+    if args.what == "crd-patch":
+        if not args.crd:
+            print("mkpolicy export crd-patch: expected --crd FILE (the CRDs to patch); found none", file=sys.stderr)
+            return EXIT_USAGE
+        try:
+            crds = [doc for path in args.crd for doc in load_file(path)]
+            text, notes = crd_patch(policies, crds)
+        except PolicyError as exc:
+            print(exc.report(), file=sys.stderr)
+            return EXIT_USAGE
+        sys.stdout.write(text)
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
+        return EXIT_OK
+    if args.what == "argo-admission":
+        from mkpolicy.lint.argo_admission import ArgoAdmission, render
+
+        try:
+            sys.stdout.write(render(policies, ArgoAdmission(args.map_version, instance_id=args.instance_id)))
+        except PolicyError as exc:
+            return report_policy_error(exc)
+        return EXIT_OK
     if args.what == "admission":
         return _admission(args, policies)
     if args.what == "controller-rbac":

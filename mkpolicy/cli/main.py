@@ -21,7 +21,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("test", "mkpolicy.cli.test", "run policy test suites (*.test.yaml); --update-snapshots, --junit"),
     ("init", "mkpolicy.cli.init", "scaffold a policy, its test suite and an example object"),
     ("explain", "mkpolicy.cli.explain", "what a policy does: per phase, the fields each patch reads and writes"),
-    ("export", "mkpolicy.cli.export", "print Kueue configuration (externalFrameworks) or RBAC for policies"),
+    ("export", "mkpolicy.cli.export", "print Kueue configuration, RBAC, CRD patches or Argo's admission policies"),
     ("schema", "mkpolicy.cli.schema", "print the JSON Schema of FrameworkPolicy documents"),
     ("trim-schema", "mkpolicy.cli.trim_schema", "write a CRD trimmed to what a policy needs (fits a ConfigMap)"),
     ("eval", "mkpolicy.cli.eval", "evaluate a CEL expression against objects and print the result as JSON"),

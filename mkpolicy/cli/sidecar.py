@@ -14,7 +14,10 @@ restores them (the newest real kubeconfig) and exits.
 Secrets when the manager is reachable), reads Kueue's configuration from the manager
 (ConfigMap kueue-manager-config, the Deployment's image for Kueue's version) and says
 which valid policies the sidecar skips and why, which policy names another version than
-Kueue's externalFrameworks entry, which ports collide with Kueue's in its pod, then
+Kueue's externalFrameworks entry, which ports collide with Kueue's in its pod, whether
+each policy kind's CRD on the manager keeps its managedBy field (exit 2 when it prunes it:
+mkpolicy export crd-patch) and how its status travels, which workers Kueue reaches
+without the sidecar (their MultiKueueCluster Secret points elsewhere), then
 verifies with SelfSubjectAccessReviews on the manager and every worker the RBAC the sidecar
 and Kueue's requests need for the policy kinds (each missing permission with the cluster,
 verb and resource), prints the wire contract in force (every request shape forwarded to a

@@ -62,11 +62,15 @@ class CheckReport:
     denied: bool = False
     #: The wire contract in force, as lines.
     contract: list[str] = field(default_factory=list)
+    #: A policy kind's CRD on the manager prunes its managedBy field: Kueue never dispatches it.
+    crd_errors: list[str] = field(default_factory=list)
+    #: How each policy kind's status travels, CRDs not checked.
+    notes: list[str] = field(default_factory=list)
 
     def exit_code(self, strict: bool) -> int:
         """0 clean; 2 a worker refused or a permission missing; 1 an error finding (with ``strict``:
         a warning or anything unchecked)."""
-        if self.denied or any(w.status == "error" for w in self.workers):
+        if self.denied or self.crd_errors or any(w.status == "error" for w in self.workers):
             return 2
         levels = {f.level for f in self.findings}
         if "error" in levels:
@@ -93,6 +97,8 @@ class CheckReport:
                 out.append(f"policy {p.name}: skipped ({p.kind}): stock Kueue cannot carry it: {p.reason}")
             else:
                 out.append(f"policy {p.name}: pending ({p.kind}): {p.reason}")
+        err.extend(self.crd_errors)
+        out.extend(self.notes)
         out.extend(self.access)
         out.extend(f"{f.level}: {f.message}" for f in self.findings)
         out.extend(self.contract)
@@ -105,6 +111,8 @@ class CheckReport:
             "kueue": {"description": self.kueue, "unread": self.unread},
             "policies": [asdict(p) for p in self.policies],
             "findings": [asdict(f) for f in self.findings],
+            "crdErrors": self.crd_errors,
+            "notes": self.notes,
             "rbac": self.access,
             "contract": self.contract,
             "strict": strict,
@@ -132,6 +140,8 @@ async def build_report(config: SidecarConfig, adapters: list[Adapter]) -> CheckR
             kueue = configured(KueueInfo(unread=[f"no manager connection: {exc.message}"]), config)
         reachable = await _workers(report, config, manager)
         carried = await _policies(report, config, adapters, kueue, manager)
+        if manager is not None:
+            await _manager_checks(report, config, manager, carried)
         if manager is not None:  # RBAC, with SelfSubjectAccessReviews (a client of its own)
             found, report.access = await check_access(config, manager.config, reachable, [a.gvk for a in carried])
             report.denied = any(f.level == "error" for f in found)
@@ -242,6 +252,46 @@ async def _policies(
         )
     report.findings = findings
     return [a for a in carried if a not in pending]
+
+
+async def _manager_checks(
+    report: CheckReport, config: SidecarConfig, manager: KubeClient, carried: list[Adapter]
+) -> None:
+    """What the manager says about each carried policy's CRD (managedBy pruned: an error; how its status
+    travels: a note), and which workers Kueue reaches without the sidecar (:mod:`mkpolicy.sidecar.manager_checks`)."""
+    from mkpolicy.kube.client import ApiError
+    from mkpolicy.sidecar.endpoints import endpoint_url
+    from mkpolicy.sidecar.kueueconfig import Finding
+    from mkpolicy.sidecar.logs import plain_error
+    from mkpolicy.sidecar.manager_checks import bypass_state, crd_report
+
+    writes_status = False
+    for adapter in carried:
+        try:
+            info = await manager.discover(adapter.gvk.group, adapter.gvk.version, adapter.gvk.kind)
+            crd = await crd_report(manager, adapter, info)
+        except (ApiError, aiohttp.ClientError, OSError, TimeoutError) as exc:
+            report.notes.append(f"policy {adapter.name}: CRD not checked: {plain_error(exc)}")
+            continue
+        if crd.problem is not None:
+            report.crd_errors.append(f"policy {adapter.name}: error ({adapter.gvk}): {crd.problem}")
+        if crd.note:
+            report.notes.append(f"policy {adapter.name}: {crd.note}")
+            writes_status = True
+    endpoints = frozenset(endpoint_url(config.listen.address, port) for port in config.worker_ports() if port)
+    for worker in config.workers:
+        try:
+            state, why = await bypass_state(manager, worker, config.manager.namespace, endpoints)
+        except (ApiError, aiohttp.ClientError, OSError, TimeoutError) as exc:
+            report.findings.append(
+                Finding("warning", f"worker {worker.name}: cannot tell how Kueue reaches it: {plain_error(exc)}")
+            )
+            continue
+        if state == "bypassed":
+            # Before the first --wire this is expected; afterwards it means untransformed copies and, for a
+            # kind without a status subresource, a Workload that never finishes.
+            impact = "; a kind without a status subresource would never finish" if writes_status else ""
+            report.findings.append(Finding("warning", f"worker {worker.name}: {why}{impact}"))
 
 
 def print_report(report: CheckReport, output: str, strict: bool) -> int:

@@ -22,12 +22,13 @@ def mutate(
     mutations: Sequence[Mapping[str, str]],
     schema: Mapping[str, Any] | None = None,
     params: Any = None,
+    old: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Apply MutatingAdmissionPolicy mutations to ``obj`` exactly as Kubernetes does.
 
     Each mutation is ``{"patchType": "JSONPatch" | "ApplyConfiguration", "expression": CEL}``
-    and sees ``object`` (the object after the previous mutations), ``oldObject`` (null)
-    and ``params``. ``schema`` is a CRD or an OpenAPI v3 schema guiding
+    and sees ``object`` (the object after the previous mutations), ``oldObject`` (``old``:
+    null on CREATE) and ``params``. ``schema`` is a CRD or an OpenAPI v3 schema guiding
     ApplyConfiguration merges (without one, lists are atomic and cannot be set).
     Returns a new dict; ``obj`` is not modified. Raises ``CelError`` or ``PatchError``.
     """
@@ -53,7 +54,8 @@ def mutate(
     try:
         current = copy_json(dict(obj))
         for mutation in compiled:
-            current = mutation.apply(current, {"object": current, "oldObject": None, "params": params}, merge)
+            bindings = {"object": current, "oldObject": copy_json(dict(old)) if old is not None else None}
+            current = mutation.apply(current, {**bindings, "params": params}, merge)
     except RecursionError:
         raise too_deep("mutate") from None
     return current  # type: ignore[no-any-return]

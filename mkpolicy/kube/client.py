@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -66,6 +66,8 @@ class ResourceInfo:
     kind: str
     resource: str
     namespaced: bool
+    #: Whether discovery lists ``<resource>/status`` (None: not asked). Not part of equality.
+    status_subresource: bool | None = field(default=None, compare=False)
 
     @property
     def api_version(self) -> str:
@@ -210,9 +212,12 @@ class KubeClient:
         """The resource serving ``kind`` in ``group/version`` (raises ApiError 404 when there is none)."""
         path = f"/apis/{group}/{version}" if group else f"/api/{version}"
         doc = await self.get(path)
-        for res in doc.get("resources") or []:
-            if res.get("kind") == kind and "/" not in str(res.get("name", "")):
-                return ResourceInfo(group, version, kind, str(res["name"]), bool(res.get("namespaced")))
+        resources = doc.get("resources") or []
+        names = {str(res.get("name", "")) for res in resources}
+        for res in resources:
+            name = str(res.get("name", ""))
+            if res.get("kind") == kind and "/" not in name:
+                return ResourceInfo(group, version, kind, name, bool(res.get("namespaced")), f"{name}/status" in names)
         gv = f"{group}/{version}" if group else version
         raise ApiError(404, "NotFound", f"the server has no resource of kind {kind} in {gv}")
 

@@ -6,9 +6,11 @@
   (each GVK and its ``/status``: get, list, watch, update, patch) and one for the workers'
   service account (each GVK: get, list, watch, create, delete; ``/status``: get). The CLI
   adds the sidecar's own roles (``mkpolicy.cli.deploy_rbac``).
+* ``crd-patch``: the given CRDs of the policies' kinds that would prune ``spec.managedBy``
+  (Argo's ``Workflow``), with the field declared (:mod:`mkpolicy.structural.crdpatch`).
 
 Policies stock Kueue cannot carry (a managedBy other than ``/spec/managedBy`` holding
-``kueue.x-k8s.io/multikueue``, or no status subresource) and kinds Kueue adapts natively
+``kueue.x-k8s.io/multikueue``) and kinds Kueue adapts natively
 are left out, each with a comment saying why; ``include_all`` keeps them.
 """
 
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mkpolicy.kube.rbac import Kind, Permission, kueue_manager, kueue_worker, rules
-from mkpolicy.policy import FrameworkPolicy
+from mkpolicy.policy import GVK, FrameworkPolicy
 from mkpolicy.policy.kueue import generic_adapter_gap
 from mkpolicy.policy.resources import plural
 
@@ -161,3 +163,55 @@ def controller_rbac(policies: list[FrameworkPolicy], prefix: str = "mkpolicy") -
         cluster_role(f"{prefix}-kueue-reads-jobs", "kueue", rules(kueue_reads)),
     ]
     return dump_stream([f"# {line}" for line in header], documents)
+
+
+def crd_of(crds: list[Any], gvk: GVK) -> dict[str, Any] | None:
+    """The CustomResourceDefinition of ``gvk``'s group and kind among ``crds``, or None."""
+    for crd in crds:
+        if isinstance(crd, dict) and crd.get("kind") == "CustomResourceDefinition":
+            spec = crd.get("spec") or {}
+            if spec.get("group") == gvk.group and (spec.get("names") or {}).get("kind") == gvk.kind:
+                return crd
+    return None
+
+
+def crd_patch(policies: list[FrameworkPolicy], crds: list[Any]) -> tuple[str, list[str]]:
+    """(the CRDs of ``crds`` that prune a policy's managedBy field, with the field declared, as a
+    YAML stream with comments; what was left out and why, one line each).
+
+    Only the policies the wire carries count (managedBy at ``/spec/managedBy``); a CRD that
+    already declares or keeps the field is left out, and so is a policy whose CRD is not given.
+    """
+    from mkpolicy.policy.model import check_pointer
+    from mkpolicy.structural.crdpatch import FIELD_MANAGER, add_field, field_state
+
+    patched: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for item in select(policies):
+        policy, gvk = item.policy, item.policy.spec.gvk
+        if item.skipped is not None or policy.spec.managed_by is None:
+            continue
+        tokens = check_pointer(policy.spec.managed_by.path)
+        crd = crd_of(crds, gvk)
+        if crd is None:
+            notes.append(f"{gvk} (policy {policy.name}): no CustomResourceDefinition of this kind given")
+            continue
+        name = (crd.get("metadata") or {}).get("name")
+        state = field_state(crd, gvk.version, tokens)
+        if state != "pruned":
+            notes.append(f"{name} (policy {policy.name}): {policy.spec.managed_by.path} already {state}")
+            continue
+        out, _ = add_field(crd, tokens, str(name))
+        patched.append(out)
+    header = [
+        "CustomResourceDefinitions given a managedBy field by 'mkpolicy export crd-patch'.",
+        "Stock Kueue reads .spec.managedBy; these CRDs would prune it. Apply on the MANAGER cluster",
+        "only, whole (spec.versions is an atomic list), with its own field manager:",
+        f"  kubectl apply --server-side --force-conflicts --field-manager={FIELD_MANAGER} -f -",
+        "Upgrading the kind's own CRD then conflicts on .spec.versions: patch the new CRD the same way.",
+    ]
+    text = "\n".join(f"# {line}" for line in header) + "\n"
+    text += "".join(f"# left out: {note}\n" for note in notes)
+    for crd in patched:
+        text += "---\n" + _dump(crd)
+    return text, notes

@@ -209,8 +209,7 @@ spec:
     #     expression: |
     #       Object{{metadata: Object.metadata{{annotations: {{"example.com/dispatched-to": cluster}}}}}}
   sync:
-    subresource: status
-    patches: []
+{subresource}    patches: []
     # Without patches: status := workerObject.status. To copy only some fields:
     # - type: JSONPatch
     #   jsonPatch:
@@ -254,6 +253,23 @@ _NOT_MANAGED = """\
 """
 
 
+def _subresource(document: Any, gvk: GVK) -> str:
+    """The ``sync.subresource`` line: ``none`` when the CRD's version serves no ``/status``."""
+    versions = ((document or {}).get("spec") or {}).get("versions") if isinstance(document, dict) else None
+    for version in versions or []:
+        if (
+            isinstance(version, dict)
+            and version.get("name") == gvk.version
+            and "status" not in (version.get("subresources") or {})
+        ):
+            return (
+                "    # The CRD has no status subresource: the sidecar writes the status to the object\n"
+                "    # itself and hands Kueue the worker's copy without it (mkpolicy lint MKP405).\n"
+                "    subresource: none\n"
+            )
+    return "    subresource: status\n"
+
+
 def scaffold(framework: str, directory: str, crd: str | None = None) -> Scaffold:
     """The files of a new policy for ``framework`` in ``directory`` (nothing is written)."""
     gvk = parse_gvk(framework)
@@ -268,7 +284,8 @@ def scaffold(framework: str, directory: str, crd: str | None = None) -> Scaffold
         managed_by_block = (
             "  # The CRD has no managedBy field: every object is managed. Stock Kueue's generic\n"
             "  # adapter cannot carry such kinds (mkpolicy lint MKP402): the sidecar skips the\n"
-            "  # policy; it runs through mkpolicy's Python API only (a controller mode is planned).\n"
+            "  # policy; it runs through mkpolicy's Python API only. For a CRD you may change, give\n"
+            "  # it spec.managedBy on the manager (mkpolicy export crd-patch) and use that.\n"
             "  managedBy: null\n"
         )
         managed_by_text = "its Kueue markers"
@@ -298,6 +315,7 @@ def scaffold(framework: str, directory: str, crd: str | None = None) -> Scaffold
             managed_by=managed_by_block,
             managed_by_text=managed_by_text,
             schema=schema_line,
+            subresource=_subresource(document, gvk),
         ),
         suite_file: _SUITE.format(
             name=name,

@@ -2,7 +2,8 @@
 
 The generic adapter serves the kinds listed in ``multiKueue.externalFrameworks``. It
 decides "managed" by ``.spec.managedBy == kueue.x-k8s.io/multikueue`` alone and writes
-status through the ``status`` subresource; Kueue refuses an external framework for a kind
+status through the ``status`` subresource (for a kind without one, the sidecar writes status
+itself: :mod:`mkpolicy.sidecar.mainstatus`); Kueue refuses an external framework for a kind
 it adapts natively. Lint's export and the sidecar both ask :func:`generic_adapter_gap`.
 """
 
@@ -57,6 +58,6 @@ def wire_gap(policy: FrameworkPolicy) -> str | None:
         return (
             f"managedBy value {spec.managed_by.value!r}; stock Kueue's generic adapter needs {MULTIKUEUE_CONTROLLER!r}"
         )
-    if spec.sync.subresource == "none":
-        return "sync.subresource: none; stock Kueue's generic adapter writes status through the status subresource"
+    # sync.subresource: none is carried: the sidecar hands Kueue worker objects without status (so
+    # Kueue never patches a /status the kind does not serve) and writes the sync result itself.
     return None

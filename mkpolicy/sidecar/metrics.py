@@ -25,6 +25,7 @@ REFUSALS = (
     "PolicyNotActive",
     "BadRequest",
     "WorkerRefused",
+    "StatusWriteRefused",
 )
 
 
@@ -131,6 +132,28 @@ class Metrics:
             "SyncFailed, ManagerObjectMissing, VersionMismatch, PolicyPending, BadRequest) or the worker's "
             "(WorkerRefused). Each one also records a Kubernetes Event on the manager's object.",
             ["cluster", "policy", "reason"],
+            registry=r,
+        )
+        self.status_writes = Counter(
+            "mkpolicy_sidecar_status_writes_total",
+            "Status written by the sidecar to the manager's main resource (kinds without a status subresource), "
+            "by result: written, unchanged, gone, refused (an admission policy or validation; also an Event), "
+            "conflict (kept changing), error (manager unreachable: Kueue's read answered 503).",
+            ["cluster", "policy", "result"],
+            registry=r,
+        )
+        self.bypassed = Gauge(
+            "mkpolicy_sidecar_worker_bypassed",
+            "1 when the worker's MultiKueueCluster Secret does not point at the sidecar: Kueue reaches it directly "
+            "(copies untransformed; for a kind without a status subresource, Workloads that never finish).",
+            ["cluster"],
+            registry=r,
+        )
+        self.crd_pruned = Gauge(
+            "mkpolicy_sidecar_crd_prunes_managed_by",
+            "1 when the manager's CRD of the policy's kind prunes its managedBy field (Kueue never dispatches it; "
+            "mkpolicy export crd-patch).",
+            ["policy"],
             registry=r,
         )
         self.events = Counter(

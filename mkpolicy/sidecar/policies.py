@@ -48,6 +48,14 @@ class Entry:
         """The policy's name."""
         return self.adapter.name
 
+    @property
+    def main_status(self) -> bool:
+        """Whether the kind has no status subresource (the policy says ``sync.subresource: none``, or
+        the manager's discovery lists no ``/status``): the sidecar then hands Kueue worker objects
+        without ``status`` and writes the policy's sync to the manager's main resource itself
+        (:mod:`mkpolicy.sidecar.mainstatus`)."""
+        return self.adapter.sync_subresource == "none" or self.info.status_subresource is False
+
 
 @dataclass(frozen=True)
 class PolicySet:

@@ -55,6 +55,7 @@ from mkpolicy.sidecar.http1 import RequestHead
 from mkpolicy.sidecar.kueueconfig import KueueInfo, Stranded
 from mkpolicy.sidecar.listener import READ_TIMEOUT, Exchange
 from mkpolicy.sidecar.logs import fields, plain_error
+from mkpolicy.sidecar.mainstatus import ATTEMPTS, Written, without_status
 from mkpolicy.sidecar.metrics import Metrics
 from mkpolicy.sidecar.paths import Target, target_of
 from mkpolicy.sidecar.policies import Entry, PolicySet
@@ -112,6 +113,10 @@ class Hub(Protocol):
 
     def cached_manager_object(self, entry: Entry, namespace: str | None, name: str) -> dict[str, Any] | None:
         """The manager's object if the watch cache has it (never waits; do not modify it); counts a hit."""
+
+    async def write_main_status(self, entry: Entry, worker: dict[str, Any], cluster: str) -> Written:
+        """The policy's sync of ``worker`` written to the manager's main resource (a kind without a
+        status subresource); StatusError 503 when the manager cannot be reached."""
 
     def inline(self, key: object) -> bool:
         """Whether policy work for the adapter ``key`` runs on the event loop now."""
@@ -518,10 +523,15 @@ class WorkerEndpoint:
             self._check_addressed(doc, entry, addressed)
             if manager is None:
                 manager = await self._manager(entry, addressed[0], addressed[1])
+            worker = doc
             obj, outcome, seconds = await self.hub.offload(
                 entry.adapter, measure, rewrite_status, entry.adapter, doc, manager, self.cluster, self.hub.origin
             )
             doc = self._synced(entry, doc, manager, obj, outcome, seconds, addressed[0])
+            if entry.main_status:  # no status subresource: mkpolicy writes the status, Kueue gets none
+                if outcome.result == "ok":
+                    await self._write_main_status(entry, worker)
+                doc = without_status(doc)
         respond_json(exchange, resp, doc)
         return int(resp.status)
 
@@ -541,6 +551,10 @@ class WorkerEndpoint:
         obj, outcome, seconds = self.hub.run_here(
             adapter, measure, rewrite_status, adapter, doc, manager, self.cluster, self.hub.origin
         )
+        if entry.main_status:
+            if outcome.result == "ok":
+                return False, None  # a status to write to the manager: the coroutine writes it
+            return True, without_status(self._synced(entry, doc, manager, obj, outcome, seconds, addressed[0]))
         return True, self._synced(entry, doc, manager, obj, outcome, seconds, addressed[0])
 
     def _addressed(self, head: RequestHead) -> tuple[str | None, str]:
@@ -589,6 +603,27 @@ class WorkerEndpoint:
             self._refused(entry.name, "SyncFailed", where, message)
         return obj
 
+    async def _write_main_status(self, entry: Entry, worker: dict[str, Any]) -> None:
+        """The policy's sync of ``worker`` written to the manager's main resource (:mod:`.mainstatus`):
+        counted; a refusal recorded as an Event (Kueue's read goes on); StatusError 503 when the
+        manager cannot be reached (Kueue retries)."""
+        try:
+            written = await self.hub.write_main_status(entry, worker, self.cluster)
+        except StatusError:
+            self.hub.metrics.status_writes.labels(self.cluster, entry.name, "error").inc()
+            self.hub.metrics.upstream_errors.labels("manager", "write").inc()
+            raise
+        self.hub.metrics.status_writes.labels(self.cluster, entry.name, written.result).inc()
+        if written.result in ("refused", "conflict"):
+            meta = worker.get("metadata") or {}
+            ctx = context_of(worker, self.cluster)
+            where = self._ref(
+                entry, written.manager, meta.get("namespace"), meta.get("name"), ctx.workload_name if ctx else ""
+            )
+            why = written.message or f"the object kept changing ({ATTEMPTS} conflicts)"
+            message = f"the status from {self.cluster} is not written to the manager's object: {why}"
+            self._refused(entry.name, "StatusWriteRefused", where, message)
+
     # -- manager objects and transforms ------------------------------------------------------------
     async def _manager(self, entry: Entry, namespace: str | None, name: str) -> dict[str, Any] | None:
         try:
@@ -631,7 +666,7 @@ class WorkerEndpoint:
         """A refusal: counted, logged, and recorded as an Event on ``about`` (when known)."""
         self.hub.metrics.refusals.labels(self.cluster, policy, reason).inc()
         log.warning(
-            "creation refused" if reason not in ("SyncFailed",) else "status write-back refused",
+            "creation refused" if reason not in ("SyncFailed", "StatusWriteRefused") else "status write-back refused",
             extra=fields(
                 cluster=self.cluster,
                 policy=policy,

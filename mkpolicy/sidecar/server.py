@@ -7,6 +7,7 @@ stopped with ``await sidecar.stop()``; ``mkpolicy sidecar`` runs it until SIGTER
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -30,14 +31,22 @@ from mkpolicy.sidecar.execution import Evaluator
 from mkpolicy.sidecar.kueueconfig import Finding, KueueInfo, policy_findings, port_findings, read_kueue, sidecar_ports
 from mkpolicy.sidecar.listener import Listener
 from mkpolicy.sidecar.logs import fields, plain_error
+from mkpolicy.sidecar.mainstatus import Written, write_status
+from mkpolicy.sidecar.manager_checks import bypass_state, crd_report
 from mkpolicy.sidecar.metrics import Metrics
 from mkpolicy.sidecar.ops import ops_handler
 from mkpolicy.sidecar.policies import Entry, PolicySet, PolicyStore, ReloadError, holds_yaml
 from mkpolicy.sidecar.proxy import WorkerEndpoint
+from mkpolicy.sidecar.transform import measure
 from mkpolicy.sidecar.wiring import UnwireResult, WireResult, multikueue_secret, unwire, wire
 from mkpolicy.sidecar.workers import WorkerLink
 
 log = logging.getLogger("mkpolicy.sidecar")
+
+#: Seconds between two looks at what the manager must provide (:meth:`Sidecar.check_manager`), and
+#: before the first one (``--wire`` points the Secrets here right after the start, then looks itself).
+MANAGER_CHECK_INTERVAL = 30.0
+MANAGER_CHECK_FIRST = 2.0
 
 T = TypeVar("T")
 
@@ -83,6 +92,10 @@ class Sidecar:
         self._manager_follow: asyncio.Task[None] | None = None
         #: Why the manager's kubeconfig (or service account) could not be read again, or None.
         self._manager_problem: str | None = None
+        self._manager_checks: asyncio.Task[None] | None = None
+        #: Policies whose manager CRD prunes their managedBy field, and why; workers Kueue reaches directly.
+        self.crd_problems: dict[str, str] = {}
+        self.bypassed: dict[str, str] = {}
         self._started = False
         self._contract: Contract | None = None
         self._contract_key: tuple[object, object] = (None, None)
@@ -123,6 +136,14 @@ class Sidecar:
             return await read_object(self._manager, info, namespace, name)
         except (ApiError, aiohttp.ClientError, OSError, TimeoutError):
             return None
+
+    async def write_main_status(self, entry: Entry, worker: dict[str, Any], cluster: str) -> Written:
+        """The policy's sync of ``worker`` written to the manager's main resource (:mod:`.mainstatus`)."""
+        assert self._manager is not None
+        return await write_status(self._manager, entry, worker, cluster, self.origin, self._measured)
+
+    async def _measured(self, key: object, *args: Any) -> Any:
+        return await self._evaluator.run(key, measure, *args)
 
     async def offload(self, key: object, fn: Callable[..., T], *args: Any) -> T:
         """Run policy work ``fn(*args)`` for the adapter ``key`` (inline when proven fast)."""
@@ -198,6 +219,8 @@ class Sidecar:
         if self._manager_problem is not None:
             checks.append(f"fail manager: {self._manager_problem}")
         checks.extend(f"warn wiring {name}: {why}" for name, why in self._wiring_problems.items())
+        checks.extend(f"warn crd {name}: {why}" for name, why in sorted(self.crd_problems.items()))
+        checks.extend(f"warn bypass {name}: {why}" for name, why in sorted(self.bypassed.items()))
         if self.kueue is not None:
             checks.append(f"ok kueue: {self.kueue.describe()}")
         checks.extend(f"warn kueue: {f.message}" for f in self._findings if f.level != "info")
@@ -272,6 +295,49 @@ class Sidecar:
         if self._manager_config is None and interval > 0:
             self._manager_follow = asyncio.create_task(self._follow_manager(interval), name="manager-kubeconfig")
         self._report_kueue(self._store.active)
+        self._manager_checks = asyncio.create_task(self._check_manager_loop(), name="manager-checks")
+
+    async def _check_manager_loop(self) -> None:
+        await asyncio.sleep(MANAGER_CHECK_FIRST)
+        while True:
+            try:
+                await self.check_manager()
+            except Exception as exc:  # never let the loop die
+                log.exception("manager checks failed", extra=fields(error=plain_error(exc)))
+            await asyncio.sleep(MANAGER_CHECK_INTERVAL)
+
+    async def check_manager(self) -> None:
+        """Look at what the manager must provide (:mod:`.manager_checks`): each policy kind's CRD keeps
+        its managedBy field, Kueue reaches each worker through this sidecar. Problems show in /readyz
+        (``warn``: the other policies and workers keep serving), the metrics and the log."""
+        manager, active = self._manager, self._store.active
+        if manager is None:
+            return
+        crd: dict[str, str] = {}
+        for entry in active.entries if active is not None else ():
+            try:
+                report = await crd_report(manager, entry.adapter, entry.info)
+            except (ApiError, aiohttp.ClientError, OSError, TimeoutError):
+                continue  # unreadable now: the last answer stands until the next look
+            self.metrics.crd_pruned.labels(entry.name).set(1 if report.problem else 0)
+            if report.problem:
+                crd[entry.name] = report.problem
+        bypassed: dict[str, str] = {}
+        for worker in self.config.workers:
+            try:
+                state, why = await bypass_state(manager, worker, self.config.manager.namespace, self.own_endpoints())
+            except (ApiError, aiohttp.ClientError, OSError, TimeoutError):
+                continue
+            self.metrics.bypassed.labels(worker.name).set(1 if state == "bypassed" else 0)
+            if state == "bypassed":
+                bypassed[worker.name] = why
+        for name, why in crd.items():
+            if self.crd_problems.get(name) != why:
+                log.error("policy kind's CRD prunes managedBy", extra=fields(policy=name, error=why))
+        for name, why in bypassed.items():
+            if self.bypassed.get(name) != why:
+                log.warning("Kueue bypasses the sidecar", extra=fields(cluster=name, error=why))
+        self.crd_problems, self.bypassed = crd, bypassed
 
     def _report_kueue(self, active: PolicySet | None) -> None:
         """Log what Kueue's configuration says about the policies and the ports (and keep it for /readyz)."""
@@ -346,6 +412,11 @@ class Sidecar:
             self._first_load.cancel()
         if self._manager_follow is not None:
             self._manager_follow.cancel()
+        if self._manager_checks is not None:
+            self._manager_checks.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._manager_checks
+            self._manager_checks = None
         await self._store.stop()
         # Every endpoint stops listening and drains at once (watches end cleanly); the probes go last.
         grace = self.config.shutdown.grace_period_seconds
@@ -427,6 +498,7 @@ class Sidecar:
             result = await self._rewire(worker.name, secret)
             if result is not None:
                 out[worker.name] = result
+        await self.check_manager()  # the Secrets point here now: /readyz says so at once
         return out
 
     async def _rewire(self, worker: str, secret: str) -> WireResult | None:

@@ -45,7 +45,8 @@ def test_bash_completes_commands_options_and_choices(bash_script: Path) -> None:
     assert complete(bash_script, "mkpolicy lint --format ") == ["github", "json", "sarif", "text"]
     assert complete(bash_script, "mkpolicy sidecar --check --st") == ["--strict"]
     assert complete(bash_script, "mkpolicy export ") == [
-        "admission", "controller-rbac", "deploy", "kueue-config", "policy.yaml", "rbac", "wire-contract"
+        "admission", "argo-admission", "controller-rbac", "crd-patch", "deploy", "kueue-config", "policy.yaml",
+        "rbac", "wire-contract",
     ]
     # (a nested command's options complete after its parent: dev multikueue's --kubeconfig-dir too)
     assert complete(bash_script, "mkpolicy dev apiserver --kube") == ["--kubeconfig-dir", "--kubeconfig-out"]

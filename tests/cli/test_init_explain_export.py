@@ -28,6 +28,7 @@ spec:
     - name: v1
       served: true
       storage: true
+      subresources: {status: {}}
       schema:
         openAPIV3Schema:
           type: object
@@ -77,15 +78,23 @@ def _cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         ("PyTorchJob.v1.kubeflow.org", "kubeflow", "kubeflow-pytorchjob", "/spec/runPolicy/managedBy", 3, ["MKP401"]),
         (
             "Workflow.v1alpha1.argoproj.io",
-            "schemas/crds/argoproj.io_workflows.json",
+            "argo-upstream",
             "argoproj-workflow",
             None,
             2,
-            ["MKP402"],
+            ["MKP402", "MKP405"],
+        ),
+        (
+            "Workflow.v1alpha1.argoproj.io",
+            "schemas/crds/argoproj.io_workflows.json",
+            "argoproj-workflow",
+            "/spec/managedBy",
+            3,
+            ["MKP405"],
         ),
         ("ConfigMap.v1", None, "configmap", "/spec/managedBy", 3, []),
     ],
-    ids=["no-crd", "tekton", "kubeflow", "argo-without-managedby", "core-group"],
+    ids=["no-crd", "tekton", "kubeflow", "argo-without-managedby", "argo-crd-patched", "core-group"],
 )
 def test_init_scaffolds_what_lint_and_test_accept(
     tmp_path: Path,
@@ -101,6 +110,13 @@ def test_init_scaffolds_what_lint_and_test_accept(
     if crd == "kubeflow":
         (tmp_path / "crd.yaml").write_text(KUBEFLOW_CRD)
         argv += ["--crd", "crd.yaml"]
+    elif crd == "argo-upstream":  # the shipped schema without the field export crd-patch adds: Argo's own
+        document = json.loads((ROOT / "schemas" / "crds" / "argoproj.io_workflows.json").read_text())
+        del document["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"][
+            "managedBy"
+        ]
+        (tmp_path / "crd.json").write_text(json.dumps(document))
+        argv += ["--crd", "crd.json"]
     elif crd is not None:
         argv += ["--crd", str(ROOT / crd)]
     code, out, _ = run(capsys, *argv)
@@ -226,10 +242,12 @@ def test_export(
         manager_resources = {r for rule in documents[0]["rules"] for r in rule["resources"]}
         assert "pipelineruns/status" in manager_resources
         assert "policies" in manager_resources  # Kubernetes' plural of Policy
-        assert ("workflows" in manager_resources) == include_all
+        assert "workflows" in manager_resources  # no status subresource: carried, the sidecar writes status
+        assert ("gangs" in manager_resources) == include_all
     else:
         names = [e["name"] for e in documents[0]["multiKueue"]["externalFrameworks"]]
-        assert ("Workflow.v1alpha1.argoproj.io" in names) == include_all
+        assert "Workflow.v1alpha1.argoproj.io" in names
+        assert ("Gang.v1.example.com" in names) == include_all
         assert ("Job.v1.batch" in names) == include_all
 
 

@@ -66,15 +66,15 @@ def test_tekton_status_leaves_the_resolved_pipeline_behind() -> None:
     assert set(patch["status"]) == {"conditions", "startTime", "childReferences"}
 
 
-def test_argo_is_managed_by_label_and_resumed_on_the_worker() -> None:
+def test_argo_worker_copy_loses_the_manager_only_instance_id_and_the_marker() -> None:
     a = adapter("argo-workflow")
     manager = example("argo/workflow.yaml")
     worker = a.create(manager, CTX)
-    assert "suspend" not in worker["spec"]
+    assert "managedBy" not in worker["spec"]
     assert worker["metadata"]["labels"] == {
         "kueue.x-k8s.io/queue-name": "data-queue",
         "kueue.x-k8s.io/multikueue-origin": "multikueue",
     }
-    del manager["metadata"]["labels"]["kueue.x-k8s.io/managed-by"]
+    del manager["spec"]["managedBy"]  # the label alone marks nothing: the admission policy mirrors it
     managed, reason = a.is_managed(manager)
-    assert not managed and reason.startswith("Expecting .metadata.labels.kueue.x-k8s.io/managed-by")
+    assert not managed and reason.startswith("Expecting .spec.managedBy")

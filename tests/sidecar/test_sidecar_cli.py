@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from argo_harness import argo_crds
 from sidecar_harness import POLICIES, WORKERS, clusters, free_ports, policy_dir
 
 from mkpolicy.kube.kubeconfig import kueue_violations, parse_kubeconfig
@@ -159,21 +160,22 @@ def test_check_mode(tmp_path: Path) -> None:
                 ],
             },
         )
-        policies = policy_dir(tmp_path, TEKTON, POLICIES / "argo-workflow.yaml")
+        policies = policy_dir(tmp_path, TEKTON, POLICIES / "argo-workflow.yaml", POLICIES / "kueue" / "pytorchjob.yaml")
         proc = mkpolicy_cmd("sidecar", "--check", "--policies", str(policies), "--config", str(good_config))
         assert proc.returncode == 0, proc.stderr
         assert "policy tekton-pipelinerun: ok (PipelineRun.v1.tekton.dev)" in proc.stdout
+        assert "policy argo-workflow: ok (Workflow.v1alpha1.argoproj.io)" in proc.stdout
         # valid, but the sidecar skips it: said so, not "ok"
         assert (
-            "policy argo-workflow: skipped (Workflow.v1alpha1.argoproj.io): stock Kueue cannot carry it: "
-            "managedBy at /metadata/labels" in proc.stdout
+            "policy kueue-pytorchjob: skipped (PyTorchJob.v1.kubeflow.org): stock Kueue cannot carry it: "
+            "managedBy at /spec/runPolicy/managedBy" in proc.stdout
         )
-        assert "policy argo-workflow: ok" not in proc.stdout
-        # the wire contract in force: Kueue's Workloads, the policy kind, every built-in integration
-        # (Kueue's configuration not read), and nothing of the skipped policy
+        assert "policy kueue-pytorchjob: ok" not in proc.stdout
+        # the wire contract in force: Kueue's Workloads, the policy kinds, every built-in integration
+        # (Kueue's configuration not read)
         contract = proc.stdout[proc.stdout.index("wire contract (") :]
         assert "Workloads: watch" in contract and "policy tekton-pipelinerun: create" in contract
-        assert "integration batch/job: patch" in contract and "argoproj.io" not in contract
+        assert "integration batch/job: patch" in contract and "policy argo-workflow: create" in contract
         assert "policy tekton-pipelinerun: patch" not in contract
         proc = mkpolicy_cmd("sidecar", "--check", "--policies", str(policies), "--config", str(bad_config))
         assert proc.returncode == 2
@@ -182,6 +184,8 @@ def test_check_mode(tmp_path: Path) -> None:
         # no manager: the configured version and gate stand in (the gate overrides 0.17's default)
         assert "kueue: Kueue 0.17.8; workload identifier: annotation" in proc.stdout
         # with the manager: Kueue's configuration names PipelineRun at another version, a port collides
+        # (the manager serves the policies' kinds: Argo's Workflow with the managedBy field Kueue reads)
+        env.manager.register_crd(argo_crds()[1])
         env.manager.create(
             {
                 "apiVersion": "v1",
@@ -204,7 +208,7 @@ def test_check_mode(tmp_path: Path) -> None:
             },
         )
         proc = mkpolicy_cmd("sidecar", "--check", "--policies", str(policies), "--config", str(with_manager))
-        assert proc.returncode == 0, proc.stderr
+        assert proc.returncode == 0, proc.stdout + proc.stderr
         assert (
             "warning: policy tekton-pipelinerun (PipelineRun.v1.tekton.dev): version mismatch, Kueue's "
             "multiKueue.externalFrameworks names PipelineRun.v1beta1.tekton.dev" in proc.stdout

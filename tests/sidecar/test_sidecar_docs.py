@@ -19,8 +19,9 @@ def test_cli_options_exist() -> None:
     commands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
     help_text = "".join(parser.format_help() for parser in commands.values())
     for option in sorted(set(re.findall(r"(--[a-z][a-z-]+)", DOC))):
-        if option in ("--server-side", "--force-conflicts", "--from-file", "--dry-run", "--type", "--feature-gates"):
-            continue  # kubectl's and Kueue's flags
+        if option in ("--server-side", "--from-file", "--dry-run", "--type", "--feature-gates", "--force-conflicts",
+                      "--field-manager", "--kustomize", "--strict"):  # fmt: skip
+            continue  # kubectl's, Kueue's and argo's flags
         assert option in help_text, option
 
 

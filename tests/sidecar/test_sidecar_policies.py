@@ -136,7 +136,7 @@ def test_periodic_reload_task(tmp_path: Path) -> None:
 
 
 def test_repository_policies_only_use_what_the_wire_can_carry() -> None:
-    """policies/ holds Kueue parity policies and Argo: only Tekton and the in-house BatchRun go on the wire."""
+    """policies/ holds Kueue parity policies, Tekton, Argo and the in-house BatchRun: those three go on the wire."""
     root = Path(__file__).resolve().parents[2]
     metrics = Metrics()
 
@@ -147,9 +147,9 @@ def test_repository_policies_only_use_what_the_wire_can_carry() -> None:
         return store.active
 
     active = asyncio.run(scenario())
-    assert [e.name for e in active.entries] == ["batchrun", "tekton-pipelinerun"]
+    assert sorted(e.name for e in active.entries) == ["argo-workflow", "batchrun", "tekton-pipelinerun"]
     reasons = "\n".join(active.skipped)
-    assert "argo-workflow (Workflow.v1alpha1.argoproj.io): managedBy at /metadata/labels" in reasons
+    assert "kueue-pytorchjob (PyTorchJob.v1.kubeflow.org): managedBy at /spec/runPolicy/managedBy" in reasons
     assert (
         "kueue-job (Job.v1.batch): Kueue's integration batch/job may be enabled (Kueue's configuration unread): "
         "its own adapter sends Job" in reasons

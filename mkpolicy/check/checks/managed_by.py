@@ -118,7 +118,9 @@ def check_stock_kueue(ctx: PolicyContext) -> None:
         ctx.report(
             "MKP405",
             "sync.subresource: none: stock Kueue's generic adapter writes status through the status "
-            f"subresource, which this kind does not have; {_WIRE}",
+            "subresource, which this kind does not have; only mkpolicy's sidecar carries it (it hands Kueue the "
+            "worker's object without status and writes the status to the manager's object itself), so Kueue must "
+            "reach the workers through the sidecar only (mkpolicy sidecar --check)",
             ctx.at(("spec", "sync", "subresource")),
         )
     identifier = spec.creation.workload_identifier
