@@ -27,8 +27,6 @@ pytest.importorskip("mkpolicy.testing.peers.multikueue", reason="the real-peer h
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sidecar"))
 from argo_harness import ARGO, FRAMEWORK, argo_crd, argo_crds, argo_status
-from mkpolicy.testing.peers.fixtures import require_go
-from mkpolicy.testing.peers.multikueue import KUEUE_API, LOCAL_QUEUE, RealMultiKueue
 
 import mkpolicy
 from mkpolicy.jsonvalues import apply_merge_patch
@@ -36,6 +34,8 @@ from mkpolicy.lint.argo_admission import manifests
 from mkpolicy.testing.apiserver import ApiError
 from mkpolicy.testing.kubectl import Kubectl
 from mkpolicy.testing.kueue.simulate import workload_name
+from mkpolicy.testing.peers.fixtures import require_go
+from mkpolicy.testing.peers.multikueue import KUEUE_API, LOCAL_QUEUE, RealMultiKueue
 
 pytestmark = [pytest.mark.real_peers, pytest.mark.timeout(900)]
 

@@ -24,7 +24,6 @@ session. Tests marked ``real_peers`` run in one pytest-xdist worker.
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,10 +46,10 @@ def require_go() -> None:
 _BUILD_ERROR: list[build.PeerBuildError] = []
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist (``--dist loadgroup``) every ``real_peers`` test runs in one worker:
     they share the session's peers instead of each worker starting its own."""
-    if importlib.util.find_spec("xdist") is None:
+    if not config.pluginmanager.hasplugin("xdist"):
         return
     for item in items:
         if item.get_closest_marker("real_peers") is not None:
