@@ -1,0 +1,275 @@
+"""MutatingAdmissionPolicy on a real kube-apiserver as the oracle of mkpolicy's patch semantics.
+
+Every case runs twice: as a real MutatingAdmissionPolicy (mkpolicy.testing.peers.admission)
+on the object created in a namespace its binding matches, and through mkpolicy (``mutate``,
+or the compiled policy's ``create``) whose result is then created in a namespace no policy
+matches. Both answers are what the same server stores (or how it refuses), so defaulting,
+pruning and metadata normalisation fall alike on both sides. Each differing case is a
+dialect choice listed in docs/oracles.md and asserted exactly here (DIALECT).
+
+The cases: the JSON Patch and ApplyConfiguration tables of tests/engine (read from those
+modules, not copied), and each shipped policy's creation patches on its policy tests'
+create cases.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import secrets
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+from _pytest.mark.structures import ParameterSet
+
+import mkpolicy
+from mkpolicy.cel import CelEvalError
+from mkpolicy.testing.apiserver import ApiError
+from mkpolicy.testing.peers.admission import (
+    CASE_LABEL,
+    NAMESPACE_LABEL,
+    apply_configuration_expression,
+    MapCase,
+    MapOracle,
+    Outcome,
+    json_patch_expression,
+    map_expression,
+)
+from mkpolicy.testing.peers.controlplane import KubeCluster
+
+pytestmark = [pytest.mark.real_peers, pytest.mark.timeout(600)]
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVER_METADATA = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "namespace")
+
+
+def _engine_tests(name: str) -> ModuleType:
+    """A module of tests/engine (no package: loaded by path) for its case tables."""
+    spec = importlib.util.spec_from_file_location(f"_oracle_{name}", ROOT / "tests" / "engine" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+JSONPATCH = _engine_tests("test_jsonpatch")
+APPLY = _engine_tests("test_apply")
+
+
+def _rows(test: Any) -> list[tuple[str, tuple[Any, ...]]]:
+    """The parameter rows of a ``@pytest.mark.parametrize``d test: (id, values), ids numbered when the row has none."""
+    (mark,) = [m for m in test.pytestmark if m.name == "parametrize"]
+    rows = []
+    for i, row in enumerate(mark.args[1]):
+        if isinstance(row, ParameterSet):
+            rows.append((str(row.id or i), tuple(row.values)))
+        else:
+            rows.append((str(i), tuple(row)))
+    return rows
+
+
+# -- the kind the semantics cases run on -----------------------------------------------------------------
+
+THING_API = "oracle.mkpolicy.io/v1"
+#: test_apply's schema, plus ``spec.doc`` (free-form: the JSON Patch table's document) and
+#: the associative lists of its structured-merge-diff table.
+THING_SCHEMA: dict[str, Any] = copy.deepcopy(APPLY.SCHEMA)
+THING_SCHEMA["properties"]["spec"]["properties"].update(
+    doc={"type": "object", "x-kubernetes-preserve-unknown-fields": True}, **copy.deepcopy(APPLY._LISTS.node["properties"])
+)
+for _prop in THING_SCHEMA["properties"]["spec"]["properties"].values():
+    # A CRD's list-map keys must be required or defaulted (apiextensions validation).
+    _keys = _prop.get("x-kubernetes-list-map-keys", [])
+    _items = _prop.get("items", {})
+    if _required := [k for k in _keys if "default" not in _items["properties"][k]]:
+        _items["required"] = _required
+THING_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "things.oracle.mkpolicy.io"},
+    "spec": {
+        "group": "oracle.mkpolicy.io",
+        "names": {"kind": "Thing", "plural": "things", "singular": "thing", "listKind": "ThingList"},
+        "scope": "Namespaced",
+        "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": THING_SCHEMA}}],
+    },
+}
+
+
+def thing(name: str, spec: dict[str, Any], metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A Thing named ``name``."""
+    meta = {"name": name, **copy.deepcopy(metadata or {})}
+    return {"apiVersion": THING_API, "kind": "Thing", "metadata": meta, "spec": copy.deepcopy(spec)}
+
+
+# -- the cases --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Case:
+    """A :class:`MapCase` and mkpolicy's answer for its object (raising as mkpolicy refuses)."""
+
+    map: MapCase
+    mkpolicy: Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def _mutate_case(name: str, obj: dict[str, Any], patch_type: str, expression: str) -> Case:
+    mutations = [{"patchType": patch_type, "expression": expression}]
+    return Case(MapCase(name, obj, mutations), lambda o: mkpolicy.mutate(o, mutations, schema=THING_CRD))
+
+
+def _under_doc(op: dict[str, Any]) -> dict[str, Any]:
+    """An operation of the engine's JSON Patch table moved under ``/spec/doc`` (pointers not
+    starting with '/' are left alone: they are the table's bad pointers)."""
+    out = dict(op)
+    for key in ("path", "from"):
+        if isinstance(out.get(key), str) and out[key].startswith("/"):
+            out[key] = "/spec/doc" + out[key]
+    return out
+
+
+def json_patch_cases() -> list[Case]:
+    """tests/engine/test_jsonpatch.py's OK and ERRORS rows, on ``spec.doc`` of a Thing."""
+    return [
+        _mutate_case(f"jsonpatch-{name}", thing(name, {"doc": JSONPATCH.DOC}), "JSONPatch",
+                     json_patch_expression(_under_doc(op) for op in ops))  # fmt: skip
+        for name, ops, _ in JSONPATCH.OK + JSONPATCH.ERRORS
+    ]
+
+
+def apply_cases() -> list[Case]:
+    """tests/engine/test_apply.py's rows that have a schema (a MutatingAdmissionPolicy always has one)."""
+    expressions = [(name, values[0]) for name, values in _rows(APPLY.test_merge)]
+    expressions += [(name, v[0]) for name, v in _rows(APPLY.test_rejected_configurations) if v[1] is not None]
+    expressions.append(("metadata-is-object-meta",
+                        "Object{metadata: Object.metadata{labels: {'b': '2'}, finalizers: ['f2']}}"))  # fmt: skip
+    obj = {"spec": APPLY.OBJ["spec"], "metadata": {"labels": APPLY.OBJ["metadata"]["labels"]}}
+    cases = [_mutate_case(f"apply-{name}", thing(name, obj["spec"], obj["metadata"]), "ApplyConfiguration", e)
+             for name, e in expressions]  # fmt: skip
+    lists = [(f"smd-{i}", v[0], v[1]) for i, v in _rows(APPLY.test_associative_lists_merge_as_structured_merge_diff)]
+    lists += [(f"smd-refused-{i}", {}, v[0])
+              for i, v in _rows(APPLY.test_associative_list_items_structured_merge_diff_refuses)]  # fmt: skip
+    cases += [_mutate_case(f"apply-{name}", thing(name, live), "ApplyConfiguration",
+                           apply_configuration_expression({"spec": applied}))
+              for name, live, applied in lists]  # fmt: skip
+    return cases
+
+
+def _without_creation_patches(policy: mkpolicy.FrameworkPolicy) -> mkpolicy.FrameworkPolicy:
+    creation = policy.spec.creation.model_copy(update={"patches": []})
+    return policy.model_copy(update={"spec": policy.spec.model_copy(update={"creation": creation})})
+
+
+def policy_cases() -> list[Case]:
+    """Each shipped policy's creation patches on the create cases of its policy tests.
+
+    The admission policy's object is mkpolicy's worker copy before the patches (the generic
+    clone) with the manager's ``metadata.uid`` (``managerObject`` maps to ``object``).
+    """
+    cases = []
+    for path in sorted((ROOT / "policies").glob("*.yaml")):
+        if path.name.endswith(".test.yaml"):
+            continue
+        (policy,) = mkpolicy.load(path)
+        if not policy.spec.creation.patches:
+            continue
+        adapter, clone = mkpolicy.compile(policy), mkpolicy.compile(_without_creation_patches(policy))
+        suite = yaml.safe_load(path.with_name(path.stem + ".test.yaml").read_text())
+        c = suite["spec"].get("context") or {}
+        ctx = mkpolicy.Context(workload_name=c.get("workloadName", ""), origin=c.get("origin", "multikueue"),
+                               cluster=c.get("cluster", ""))  # fmt: skip
+        variables = [{"name": v.name, "expression": map_expression(v.expression)} for v in policy.spec.variables]
+        mutations = [
+            {"patchType": m.type, "expression": map_expression(
+                m.json_patch.expression if m.type == "JSONPatch" else m.apply_configuration.expression)}
+            for m in policy.spec.creation.patches
+        ]  # fmt: skip
+        for i, test in enumerate(suite["spec"]["cases"]):
+            if test.get("phase") != "create" or "workerObject" not in (test.get("expect") or {}):
+                continue
+            manager = test.get("managerObject") or yaml.safe_load((path.parent / test["managerObjectFile"]).read_text())
+            start = clone.create(manager, ctx)
+            start["metadata"]["uid"] = manager["metadata"].get("uid", "")
+
+            def create(obj: dict[str, Any], manager: dict[str, Any] = manager, adapter: mkpolicy.Adapter = adapter,
+                       ctx: mkpolicy.Context = ctx) -> dict[str, Any]:  # fmt: skip
+                # The manager's object as the case created it (its namespace and the case label).
+                sent = copy.deepcopy(manager)
+                sent["metadata"]["namespace"] = obj["metadata"]["namespace"]
+                sent["metadata"].setdefault("labels", {})[CASE_LABEL] = obj["metadata"]["labels"][CASE_LABEL]
+                return adapter.create(sent, ctx)
+
+            cases.append(Case(MapCase(f"{policy.name}-{i}", start, mutations, variables), create))
+    return cases
+
+
+CASES = {case.map.name: case for case in json_patch_cases() + apply_cases() + policy_cases()}
+
+
+# -- running them -----------------------------------------------------------------------------------------
+
+
+def _mkpolicy_outcome(kube: KubeCluster, namespace: str, case: Case) -> Outcome:
+    obj = case.map.labelled()
+    obj["metadata"]["namespace"] = namespace
+    try:
+        result = case.mkpolicy(obj)
+    except mkpolicy.CelError as exc:
+        return Outcome(stage="patch" if isinstance(exc, CelEvalError) else "policy", error=exc)
+    except mkpolicy.PatchError as exc:
+        return Outcome(stage="patch", error=exc)
+    try:
+        return Outcome(stored=kube.admin.create(result))
+    except ApiError as exc:
+        return Outcome(stage="object", error=exc)
+
+
+def _crds() -> list[dict[str, Any]]:
+    crds = [THING_CRD]
+    for path in sorted((ROOT / "policies").glob("*.yaml")):
+        if not path.name.endswith(".test.yaml"):
+            (policy,) = mkpolicy.load(path)
+            if policy.spec.creation.patches and policy.schema_file is not None:
+                crds.append(json.loads(Path(policy.schema_file).read_text()))
+    return crds
+
+
+@pytest.fixture(scope="module")
+def outcomes(real_kube: KubeCluster) -> Iterator[dict[str, tuple[Outcome, Outcome]]]:
+    """Every case's outcome as an admission policy and through mkpolicy."""
+    real_kube.install_crds(_crds())
+    suffix = secrets.token_hex(3)
+    map_ns, plain_ns = f"oracle-map-{suffix}", f"oracle-plain-{suffix}"
+    admin = real_kube.admin
+    admin.create({"apiVersion": "v1", "kind": "Namespace",
+                  "metadata": {"name": map_ns, "labels": {NAMESPACE_LABEL: "true"}}})  # fmt: skip
+    admin.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": plain_ns}})
+    try:
+        real = MapOracle(real_kube, map_ns).run([case.map for case in CASES.values()])
+        yield {name: (real[name], _mkpolicy_outcome(real_kube, plain_ns, case)) for name, case in CASES.items()}
+    finally:
+        for ns in (map_ns, plain_ns):
+            admin.delete("v1", "Namespace", ns)
+
+
+def verdict(outcome: Outcome) -> tuple[str, Any]:
+    """``("stored", the object without what the server sets)`` or ``(stage, None)``."""
+    if outcome.stored is None:
+        return outcome.stage, None
+    stored = copy.deepcopy(outcome.stored)
+    for key in SERVER_METADATA:
+        stored["metadata"].pop(key, None)
+    return "stored", stored
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_mkpolicy_agrees_with_mutating_admission_policy(name: str, outcomes: dict[str, tuple[Outcome, Outcome]]) -> None:
+    real, mine = outcomes[name]
+    print(f"admission policy: {verdict(real)} {real.error or ''}\nmkpolicy: {verdict(mine)} {mine.error or ''}")
+    assert verdict(mine) == verdict(real)
