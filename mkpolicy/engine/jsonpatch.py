@@ -6,7 +6,7 @@ Kubernetes applies ``JSONPatch`` mutations with the json-patch library it vendor
 differ are subclassed. Differences from textbook RFC 6902, all on purpose:
 
 * ``replace`` of a missing object member adds it (RFC: error).
-* ``add`` and ``remove`` accept negative array indices counted from the end
+* ``add``, ``remove`` and ``replace`` accept negative array indices counted from the end
   (``-1`` is the last element; for ``add``, ``-1`` inserts before the end... exactly
   as v4 does: index ``i < 0`` becomes ``len + 1 + i``); RFC: error.
 * ``add``/``replace`` without ``value`` store ``null`` (v4 sends no value: null).
@@ -20,7 +20,6 @@ Deliberate deviations from Kubernetes, where v4 misbehaves:
 
 * A path that does not start with ``/`` is an error (v4 silently treats ``a/b`` as ``/b``).
 * The root path ``""`` is an error for every operation (v4 errors for most, panics for some).
-* ``replace`` with a negative index is an error (v4 panics).
 
 Application is copy-on-write: containers along each operation's path are copied, the
 rest of the document is shared with the input, which is never modified. Well-formed
@@ -110,8 +109,9 @@ def _replace_at(container: Any, token: str, value: Any, location: str) -> None:
     if isinstance(container, dict):
         container[token] = value  # Kubernetes: a missing member is added
     elif isinstance(container, list):
-        i = _index(token, location, allow_negative=False)
-        if i >= len(container):
+        # json-patch v4.13.0 partialArray.get/set (Kubernetes 1.36 vendors it): negative counts from the end.
+        i = _index(token, location, allow_negative=True)
+        if i >= len(container) or i < -len(container):
             raise PatchError(f"array index {i} out of range for replace at {location!r}")
         container[i] = value
     else:

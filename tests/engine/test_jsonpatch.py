@@ -56,6 +56,12 @@ OK = [
         [{"op": "remove", "path": "/a/l/-1"}],
         {"a": {"b": 1, "l": [1, 2]}, "s": "x", "k/~": True},
     ),
+    # K8S (json-patch v4.13.0 partialArray.set; a real MutatingAdmissionPolicy agrees): replace -1 is the last.
+    (
+        "replace-negative-index",
+        [{"op": "replace", "path": "/a/l/-1", "value": 0}],
+        {"a": {"b": 1, "l": [1, 2, 0]}, "s": "x", "k/~": True},
+    ),
     # K8S: add without value stores null.
     (
         "add-without-value-is-null",
@@ -121,8 +127,11 @@ ERRORS = [
     ("pointer-without-slash", [{"op": "add", "path": "a/b", "value": 1}], "expected a JSON pointer starting with '/'"),
     # DEVIATION: the root cannot be patched (v4 errors or panics).
     ("root-path", [{"op": "replace", "path": "", "value": {}}], "the document root cannot be patched"),
-    # DEVIATION: replace with a negative index is an error (v4 panics).
-    ("replace-negative-index", [{"op": "replace", "path": "/a/l/-1", "value": 0}], "invalid array index '-1'"),
+    (
+        "replace-negative-index-beyond-length",
+        [{"op": "replace", "path": "/a/l/-4", "value": 0}],
+        "out of range for replace",
+    ),
     ("path-not-a-string", [{"op": "add", "path": 3, "value": 0}], "'path' must be a string"),
     # K8S (json-patch v4.12.0 findObject): a test under a missing, null or scalar parent is an
     # error (ErrMissing), not a failed test: Kubernetes fails the mutation.

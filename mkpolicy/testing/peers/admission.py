@@ -57,8 +57,8 @@ def map_expression(expression: str) -> str:
     """A FrameworkPolicy creation expression as a MutatingAdmissionPolicy expression.
 
     ``managerObject`` becomes ``object`` (at admission the object being created is the
-    only one; the oracle's request carries the manager's ``metadata.uid``, which the
-    server replaces when it stores the object). Raises :class:`NoAdmissionPolicyForm` for
+    only one; its ``metadata.uid`` is empty: kube-apiserver wipes a CREATE's uid before
+    admission, k8s.io/apiserver ``pkg/endpoints/handlers/create.go``). Raises :class:`NoAdmissionPolicyForm` for
     the names of :data:`ONLY_MKPOLICY`.
     """
     idents = [node for node in parse(expression).walk() if isinstance(node, Ident)]
@@ -150,7 +150,7 @@ class MapCase:
 
     def labelled(self) -> dict[str, Any]:
         """The object as created: :data:`CASE_LABEL` added."""
-        obj = json.loads(json.dumps(self.obj))
+        obj: dict[str, Any] = json.loads(json.dumps(self.obj))
         obj.setdefault("metadata", {}).setdefault("labels", {})[CASE_LABEL] = self.name
         return obj
 
