@@ -13,7 +13,9 @@ differ are subclassed. Differences from textbook RFC 6902, all on purpose:
 * A failing ``test`` (a value that differs) is not an error: the whole patch is discarded
   and the object is returned unchanged (Kubernetes' MAP plugin does this). A ``test``
   whose path cannot be walked (a missing or null parent, an array index out of range) is
-  an error, as in v4; an absent member reads as ``null``.
+  an error, as in v4. As Kubernetes feeds v4 (a value set in CEL, null included, is sent
+  as JSON text): a ``test`` without ``value`` passes on an absent or null member only; a
+  ``test`` with value ``null`` never passes.
 * ``test`` compares JSON values: ``1`` equals ``1.0``, ``true`` does not equal ``1``.
 
 Deliberate deviations from Kubernetes, where v4 misbehaves:
@@ -163,8 +165,6 @@ class _Test(_Cheap, jsonpatch.TestOperation):
     # partialArray.get. Only a value that differs is ErrTestFailed (the patch is then
     # discarded); a path that cannot be walked is an error.
     def apply(self, obj: Any) -> Any:
-        if "value" not in self.operation:
-            raise PatchError(f"test at {self.location!r} has no value")
         parts = self.pointer.parts
         cur = obj
         for part in parts[:-1]:
@@ -175,13 +175,16 @@ class _Test(_Cheap, jsonpatch.TestOperation):
         if not isinstance(cur, (dict, list)):
             raise PatchError(f"test operation does not apply: is missing path: {self.location}")
         actual = _test_get(cur, parts[-1], self.location)
-        expected = self.operation["value"]
-        # A member that is absent reads as null, as one that is null: both equal a null value.
-        if actual is None or expected is None:
-            if actual is None and expected is None:
+        # Kubernetes sends a JSONPatch's value as JSON text when the CEL object sets it, null
+        # included (k8s.io/apiserver pkg/admission/plugin/policy/mutating/patch/json_patch.go),
+        # and v4's Patch.test passes on an absent or null member only for an operation with
+        # no value at all: a test without value passes exactly there, a null value never.
+        if "value" not in self.operation:
+            if actual is None:
                 return obj
             raise TestFailed(self.location)
-        if not json_equal(actual, expected):
+        expected = self.operation["value"]
+        if actual is None or expected is None or not json_equal(actual, expected):
             raise TestFailed(self.location)
         return obj
 
