@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mkpolicy.cel.ast import Ident
+from mkpolicy.cel.ast import Ident, Select
 from mkpolicy.cel.parser import parse
 from mkpolicy.testing.apiserver import ApiError
 from mkpolicy.testing.peers.controlplane import KubeCluster
@@ -70,6 +70,23 @@ def map_expression(expression: str) -> str:
         if node.name == "managerObject" and out.startswith("managerObject", node.pos):
             out = out[: node.pos] + "object" + out[node.pos + len("managerObject") :]
     return out
+
+
+def variables_used(expressions: Iterable[str], variables: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The ``(name, expression)`` of ``variables`` that ``expressions`` use, directly or through
+    other variables, in their order (a MutatingAdmissionPolicy compiles every variable it
+    declares, so one that reads a name only mkpolicy has must be left out when unused)."""
+    declared = dict(variables)
+    wanted: set[str] = set()
+    pending = list(expressions)
+    while pending:
+        for node in parse(pending.pop()).walk():
+            if not (isinstance(node, Select) and isinstance(node.operand, Ident) and node.operand.name == "variables"):
+                continue
+            if node.field in declared and node.field not in wanted:
+                wanted.add(node.field)
+                pending.append(declared[node.field])
+    return [(name, expression) for name, expression in variables if name in wanted]
 
 
 def cel_literal(value: Any) -> str:
