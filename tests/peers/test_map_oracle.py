@@ -5,11 +5,11 @@ on the object created in a namespace its binding matches, and through mkpolicy (
 or the compiled policy's ``create``) whose result is then created in a namespace no policy
 matches. Both answers are what the same server stores (or how it refuses), so defaulting,
 pruning and metadata normalisation fall alike on both sides. Each differing case is a
-dialect choice listed in docs/oracles.md and asserted exactly here (DIALECT).
+documented in docs/oracles.md and asserted exactly here (DIFFERENCES).
 
 The cases: the JSON Patch and ApplyConfiguration tables of tests/engine (read from those
-modules, not copied), and each shipped policy's creation patches on its policy tests'
-create cases.
+modules, not copied), the oracle's own edge rows (EDGES), and each shipped policy's creation
+patches on its policy tests' create cases.
 """
 
 from __future__ import annotations
@@ -231,6 +231,7 @@ UNCHECKED: list[str] = []
 
 
 def _without_creation_patches(policy: mkpolicy.FrameworkPolicy) -> mkpolicy.FrameworkPolicy:
+    """``policy`` with no creation patches: its ``create`` is the generic clone the patches start from."""
     creation = policy.spec.creation.model_copy(update={"patches": []})
     return policy.model_copy(update={"spec": policy.spec.model_copy(update={"creation": creation})})
 
