@@ -6,10 +6,11 @@ k8s.io/apiserver ``pkg/features/kube_features.go``; its admission plugin is in t
 list of k8s.io/kubernetes ``pkg/kubeapiserver/options/plugins.go``).
 
 :class:`MapOracle` installs each :class:`MapCase`'s mutations as a real policy and binding
-(selecting the case's objects by a label, in a namespace labelled for the oracle), creates
-the case's object and returns what the server stored, or how it refused. A final marker
-mutation (an annotation) tells a stored object the policy reached from one created before
-the server's policy informer caught up (then the object is deleted and created again).
+(selecting the case's objects by a label, in a namespace labelled for the oracle), waits
+until the server's policy informers have them (a sentinel policy installed last acts),
+creates each case's object and returns what the server stored, or how it refused. A final
+marker mutation (an annotation, removed from the answer) proves every stored object went
+through its policy.
 
 Only the names a MutatingAdmissionPolicy has exist there (``object``, ``oldObject``,
 ``params``, ``variables``, ``namespaceObject``, ``request``, ``authorizer``);
