@@ -160,7 +160,7 @@ class _Replace(_Cheap, jsonpatch.ReplaceOperation):
 
 
 class _Test(_Cheap, jsonpatch.TestOperation):
-    # Follows evanphx/json-patch v4.13.0 (the gopkg.in/evanphx/json-patch.v4 Kubernetes 1.36'
+    # Follows evanphx/json-patch v4.13.0 (the gopkg.in/evanphx/json-patch.v4 Kubernetes 1.36's
     # MAP plugin vendors), patch.go: Patch.test, findObject, partialDoc.get and
     # partialArray.get. Only a value that differs is ErrTestFailed (the patch is then
     # discarded); a path that cannot be walked is an error.
