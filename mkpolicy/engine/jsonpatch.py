@@ -6,21 +6,22 @@ Kubernetes applies ``JSONPatch`` mutations with the json-patch library it vendor
 differ are subclassed. Differences from textbook RFC 6902, all on purpose:
 
 * ``replace`` of a missing object member adds it (RFC: error).
-* ``add`` and ``remove`` accept negative array indices counted from the end
+* ``add``, ``remove`` and ``replace`` accept negative array indices counted from the end
   (``-1`` is the last element; for ``add``, ``-1`` inserts before the end... exactly
   as v4 does: index ``i < 0`` becomes ``len + 1 + i``); RFC: error.
 * ``add``/``replace`` without ``value`` store ``null`` (v4 sends no value: null).
 * A failing ``test`` (a value that differs) is not an error: the whole patch is discarded
   and the object is returned unchanged (Kubernetes' MAP plugin does this). A ``test``
   whose path cannot be walked (a missing or null parent, an array index out of range) is
-  an error, as in v4; an absent member reads as ``null``.
+  an error, as in v4. As Kubernetes feeds v4 (a value set in CEL, null included, is sent
+  as JSON text): a ``test`` without ``value`` passes on an absent or null member only; a
+  ``test`` with value ``null`` never passes.
 * ``test`` compares JSON values: ``1`` equals ``1.0``, ``true`` does not equal ``1``.
 
 Deliberate deviations from Kubernetes, where v4 misbehaves:
 
 * A path that does not start with ``/`` is an error (v4 silently treats ``a/b`` as ``/b``).
 * The root path ``""`` is an error for every operation (v4 errors for most, panics for some).
-* ``replace`` with a negative index is an error (v4 panics).
 
 Application is copy-on-write: containers along each operation's path are copied, the
 rest of the document is shared with the input, which is never modified. Well-formed
@@ -110,8 +111,9 @@ def _replace_at(container: Any, token: str, value: Any, location: str) -> None:
     if isinstance(container, dict):
         container[token] = value  # Kubernetes: a missing member is added
     elif isinstance(container, list):
-        i = _index(token, location, allow_negative=False)
-        if i >= len(container):
+        # json-patch v4.13.0 partialArray.get/set (Kubernetes 1.36 vendors it): negative counts from the end.
+        i = _index(token, location, allow_negative=True)
+        if i >= len(container) or i < -len(container):
             raise PatchError(f"array index {i} out of range for replace at {location!r}")
         container[i] = value
     else:
@@ -158,13 +160,11 @@ class _Replace(_Cheap, jsonpatch.ReplaceOperation):
 
 
 class _Test(_Cheap, jsonpatch.TestOperation):
-    # Follows evanphx/json-patch v4.12.0 (the gopkg.in/evanphx/json-patch.v4 Kubernetes'
+    # Follows evanphx/json-patch v4.13.0 (the gopkg.in/evanphx/json-patch.v4 Kubernetes 1.36's
     # MAP plugin vendors), patch.go: Patch.test, findObject, partialDoc.get and
     # partialArray.get. Only a value that differs is ErrTestFailed (the patch is then
     # discarded); a path that cannot be walked is an error.
     def apply(self, obj: Any) -> Any:
-        if "value" not in self.operation:
-            raise PatchError(f"test at {self.location!r} has no value")
         parts = self.pointer.parts
         cur = obj
         for part in parts[:-1]:
@@ -175,13 +175,16 @@ class _Test(_Cheap, jsonpatch.TestOperation):
         if not isinstance(cur, (dict, list)):
             raise PatchError(f"test operation does not apply: is missing path: {self.location}")
         actual = _test_get(cur, parts[-1], self.location)
-        expected = self.operation["value"]
-        # A member that is absent reads as null, as one that is null: both equal a null value.
-        if actual is None or expected is None:
-            if actual is None and expected is None:
+        # Kubernetes sends a JSONPatch's value as JSON text when the CEL object sets it, null
+        # included (k8s.io/apiserver pkg/admission/plugin/policy/mutating/patch/json_patch.go),
+        # and v4's Patch.test passes on an absent or null member only for an operation with
+        # no value at all: a test without value passes exactly there, a null value never.
+        if "value" not in self.operation:
+            if actual is None:
                 return obj
             raise TestFailed(self.location)
-        if not json_equal(actual, expected):
+        expected = self.operation["value"]
+        if actual is None or expected is None or not json_equal(actual, expected):
             raise TestFailed(self.location)
         return obj
 

@@ -44,11 +44,15 @@ class FieldError:
     #: ``Too long``, ``Too many``, ``Forbidden``.
     kind: str
     detail: str = ""
+    #: The cause type when it is not the kind's: ``FieldValueTypeInvalid`` for kube-openapi's
+    #: ``InvalidTypeCode`` errors (``must be of type``), which apiextensions-apiserver
+    #: reports with ``field.TypeInvalid`` (pkg/apiserver/validation/validation.go).
+    cause: str = ""
 
     @property
     def cause_type(self) -> str:
         """The ``reason`` of this error in a 422 ``Status``'s ``details.causes``."""
-        return _CAUSE_TYPES[self.kind]
+        return self.cause or _CAUSE_TYPES[self.kind]
 
     @property
     def message(self) -> str:
@@ -59,6 +63,7 @@ class FieldError:
         return f"{self.path}: {self.message}" if self.path else self.message
 
 
+TYPE_INVALID = "FieldValueTypeInvalid"
 _CAUSE_TYPES = {
     "Required value": "FieldValueRequired",
     "Invalid value": "FieldValueInvalid",
@@ -191,13 +196,14 @@ def _field_errors(error: Any) -> Iterator[FieldError]:
             path,
             "Invalid value",
             f"{_brief(instance)}: {where} must be of type {error.validator_value}: {_brief(instance)}",
+            TYPE_INVALID,
         )
         return
     if keyword in ("type", "x-kubernetes-int-or-string"):
         expected = error.validator_value if keyword == "type" else ["integer", "string"]
         found = json.dumps(type_name(instance))
         reason = f"must be of type {expected if isinstance(expected, str) else ' or '.join(expected)}"
-        yield FieldError(path, "Invalid value", f"{found}: {where} {reason}: {found}")
+        yield FieldError(path, "Invalid value", f"{found}: {where} {reason}: {found}", TYPE_INVALID)
         return
     if keyword in ("anyOf", "oneOf", "allOf", "not"):
         reason = {

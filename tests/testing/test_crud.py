@@ -284,6 +284,7 @@ def test_unknown_fields_are_pruned_with_warning_or_rejected(k8s: Clients, raw, n
     )
     assert strict.status == 400
     assert strict.json["message"] == (
+        'PipelineRun in version "v1" cannot be handled as a PipelineRun: '
         'strict decoding error: unknown field "metadata.extra", unknown field "spec.bogus"'
     )
 

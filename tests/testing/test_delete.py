@@ -78,7 +78,7 @@ def test_delete_preconditions(k8s: Clients, pr: tuple, namespace: str) -> None:
     for pre in ({"uid": "other"}, {"resourceVersion": "1"}):
         with pytest.raises(ApiException) as exc:
             k8s.custom.delete_namespaced_custom_object(*pr, "a", body=V1DeleteOptions(preconditions=pre))
-        assert exc.value.status == 409 and "Precondition failed" in exc.value.body
+        assert exc.value.status == 409 and "in the precondition" in exc.value.body and "does not match" in exc.value.body
     k8s.custom.delete_namespaced_custom_object(
         *pr, "a", body=V1DeleteOptions(preconditions={"uid": obj["metadata"]["uid"]})
     )

@@ -356,20 +356,23 @@ class Api:
     def delete(self, t: Target, opts: DeleteOptions = DeleteOptions()) -> tuple[Stored, bool]:
         """Delete the object; returns its resulting state and whether it is gone."""
         old = self.get(t)
+        # Checked before the deletion, in the wording of k8s.io/apiserver pkg/registry/rest/delete.go
+        # (BeforeDelete: the resource named by its Kind).
         if opts.uid is not None and opts.uid != old.meta.get("uid"):
             raise conflict(
                 t.rt.group,
-                t.rt.plural,
+                t.rt.kind,
                 t.name,
-                f"Precondition failed: UID in precondition: {opts.uid}, UID in object meta: {old.meta.get('uid')}",
+                f"the UID in the precondition ({opts.uid}) does not match the UID in record "
+                f"({old.meta.get('uid')}). The object might have been deleted and then recreated",
             )
         if opts.resource_version is not None and opts.resource_version != old.meta.get("resourceVersion"):
             raise conflict(
                 t.rt.group,
-                t.rt.plural,
+                t.rt.kind,
                 t.name,
-                f"Precondition failed: ResourceVersion in precondition: {opts.resource_version}, "
-                f"ResourceVersion in object meta: {old.meta.get('resourceVersion')}",
+                f"the ResourceVersion in the precondition ({opts.resource_version}) does not match the "
+                f"ResourceVersion in record ({old.meta.get('resourceVersion')}). The object might have been modified",
             )
         return self.lifecycle.delete(t.rt, old, opts.propagation or t.rt.default_propagation, dry_run=opts.dry_run)
 
@@ -449,7 +452,11 @@ class Api:
             return []
         texts = [f'unknown field "{path}"' for path in unknown]
         if opts.field_validation == "Strict":
-            raise bad_request("strict decoding error: " + ", ".join(texts))
+            # The decoder's error as kube-apiserver wraps it (k8s.io/apiserver handlers/rest.go, transformDecodeError).
+            version = t.api_version.rsplit("/", 1)[-1]
+            kind = t.rt.kind
+            raise bad_request(f'{kind} in version "{version}" cannot be handled as a {kind}: strict decoding error: '
+                              + ", ".join(texts))  # fmt: skip
         return texts
 
     def _write_update(self, t: Target, old: Stored, obj: JsonObject, opts: WriteOptions) -> WriteResult:
