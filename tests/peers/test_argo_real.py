@@ -34,6 +34,7 @@ from mkpolicy.sidecar.policies import Entry
 from mkpolicy.sidecar.transform import measure
 from mkpolicy.testing.apiserver import ApiError
 from mkpolicy.testing.kubectl import Kubectl
+from mkpolicy.testing.peers.admission import create_admitted
 
 pytestmark = [pytest.mark.real_peers, pytest.mark.timeout(600)]
 
@@ -148,7 +149,7 @@ def _create_kept(cluster: Any, obj: dict[str, Any]) -> dict[str, Any] | None:
     """Create ``obj`` under a fresh name; the stored object when kube-apiserver kept spec.managedBy."""
     meta = obj["metadata"]
     body = {**obj, "metadata": {**meta, "name": f"{meta['name']}-{next(_names)}"}}
-    stored: dict[str, Any] = cluster.admin.create(body)
+    stored = create_admitted(cluster, body)  # the CRD replaced just now: admission learns its kind again
     return stored if (stored.get("spec") or {}).get("managedBy") else None
 
 
@@ -233,8 +234,11 @@ def test_a_status_write_a_validating_admission_policy_refuses_is_told(kube: tupl
         "spec": {"entrypoint": "main"},
     }  # fmt: skip
 
-    async def write(phase: str) -> Any:
+    async def write(phase: str, target: str = name, note: str | None = None) -> Any:
+        worker["metadata"]["name"] = target
         worker["status"] = {"phase": phase, "startedAt": "2026-11-26T10:00:00Z", "nodes": {"x": {"id": "x"}}}
+        if note is not None:
+            worker["status"]["message"] = note
         async with KubeClient(rest_config(cluster.kubeconfig())) as client:
 
             async def run(key: object, *args: Any) -> Any:
@@ -242,11 +246,20 @@ def test_a_status_write_a_validating_admission_policy_refuses_is_told(kube: tupl
 
             return await write_status(client, entry, worker, "worker1", "mk", run)
 
+    # The policy takes effect when kube-apiserver's informers see it: probe on another Workflow
+    # (a new message each attempt, so a write that got through before is no "unchanged").
+    probe = eventually(
+        lambda: _create_kept(cluster, workflow("probe", namespace, {}, managedBy=MK)), "spec.managedBy kept"
+    )["metadata"]["name"]
+    attempts = itertools.count()
+
     def refused() -> Any:
-        written = asyncio.run(write("Failed"))
+        written = asyncio.run(write("Failed", probe, f"attempt {next(attempts)}"))
         return written if written.result == "refused" else None
 
-    written = eventually(refused, "the ValidatingAdmissionPolicy")
+    eventually(refused, "the ValidatingAdmissionPolicy")
+    written = asyncio.run(write("Failed"))
+    assert written.result == "refused"
     assert "Failed Workflows are reported elsewhere" in written.message
     assert "status" not in cluster.admin.get(*WF, name, namespace)
     assert asyncio.run(write("Running")).result == "written"

@@ -38,6 +38,7 @@ from mkpolicy.testing.peers.admission import (
     MapOracle,
     Outcome,
     apply_configuration_expression,
+    create_admitted,
     json_patch_expression,
     map_expression,
     variables_used,
@@ -295,7 +296,7 @@ def _mkpolicy_outcome(kube: KubeCluster, namespace: str, case: Case) -> Outcome:
     except mkpolicy.PatchError as exc:
         return Outcome(stage="patch", error=exc)
     try:
-        return Outcome(stored=kube.admin.create(result))
+        return Outcome(stored=create_admitted(kube, result))
     except ApiError as exc:
         return Outcome(stage="object", error=exc)
 

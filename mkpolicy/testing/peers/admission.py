@@ -187,6 +187,28 @@ class Outcome:
     error: Exception | None = field(default=None)
 
 
+def create_admitted(kube: KubeCluster, obj: Mapping[str, Any], timeout: float = EFFECTIVE_TIMEOUT) -> dict[str, Any]:
+    """``kube.admin.create(obj)``, retried while admission does not know the object's kind yet.
+
+    A custom resource whose CRD was created just now: the admission plugins' REST mapper
+    learns its kind at its next discovery refresh, and until then kube-apiserver refuses the
+    object ("Resource kind ... not found. There can be a delay between when
+    CustomResourceDefinitions are created and when they are available", k8s.io/apiserver
+    pkg/admission/plugin/policy). That is no outcome of a case. Other refusals raise ApiError.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            stored: dict[str, Any] = kube.admin.create(obj)
+            return stored
+        except ApiError as exc:
+            if "There can be a delay between when CustomResourceDefinitions are created" not in str(exc):
+                raise
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{obj.get('kind')} still unknown to admission after {timeout:.0f}s") from exc
+            time.sleep(0.5)
+
+
 class MapOracle:
     """Cases run on ``kube`` in ``namespace`` (labelled :data:`NAMESPACE_LABEL` by the caller)."""
 
@@ -250,7 +272,7 @@ class MapOracle:
         obj = case.labelled()
         obj["metadata"]["namespace"] = self.namespace
         try:
-            stored = self.kube.admin.create(obj)
+            stored = create_admitted(self.kube, obj)
         except ApiError as exc:
             # kube-apiserver's denial: "policy '<name>' with binding '<name>' denied request: ..."
             # (k8s.io/apiserver pkg/admission/plugin/policy/generic/policy_dispatcher.go, PolicyError.Error).
