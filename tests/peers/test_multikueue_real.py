@@ -383,3 +383,17 @@ def test_deleted_job_leaves_no_copy(scenario: Scenario) -> None:
     s.manager().patch(*WL, wl, {"metadata": {"finalizers": None}}, namespace=s.ns)
     s.manager().delete(*WL, wl, s.ns)
     s.nothing_left("build", wl, "worker1")
+
+
+def test_real_kueue_sends_only_what_the_wire_contract_allows(real_multikueue: RealMultiKueue) -> None:
+    """Last in this module: everything real Kueue sent through the sidecar in the scenarios
+    above (both workers, connections, dispatch, status, eviction, deletion, restarts) passed
+    the wire contract. The sidecar's log spans its restarts: no request refused with 403 in
+    it; and no WireContract refusal counted since the last restart."""
+    sidecar = real_multikueue.sidecar
+    assert sidecar is not None
+    lines = [json.loads(line) for line in sidecar.process.log.read_text().splitlines() if line.startswith("{")]
+    assert [line for line in lines if line.get("msg") == "request refused" and line.get("code") == 403] == []
+    for worker in real_multikueue.workers:
+        assert sidecar.metric("mkpolicy_sidecar_refusals_total", cluster=worker, reason="WireContract") == 0
+    assert sidecar.metric("mkpolicy_sidecar_requests_total") > 0  # it did carry Kueue's traffic
