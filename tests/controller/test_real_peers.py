@@ -62,12 +62,14 @@ def test_the_exported_admission_policies_on_kube_apiserver(kube: tuple[Any, str]
                   "spec": {"clusterQueue": "cq"}})  # fmt: skip
 
     def created(obj: dict[str, Any]) -> dict[str, Any]:
-        # Policies take effect once kube-apiserver's informers see them: create until they do.
-        for attempt in range(300):
+        # Policies take effect once kube-apiserver's informers see them, each on its own:
+        # create until both the default queue's and the suspension's have acted.
+        for attempt in range(600):
             body = {**obj, "metadata": {**obj["metadata"], "name": f"{obj['metadata']['name']}-{attempt}"}}
             with contextlib.suppress(ApiError):  # (a new CRD can take a moment to be served)
                 stored = dict(admin.create(body))
-                if (stored["metadata"].get("labels") or {}).get("kueue.x-k8s.io/queue-name"):
+                queued = (stored["metadata"].get("labels") or {}).get("kueue.x-k8s.io/queue-name")
+                if queued and MARKER in (stored["metadata"].get("annotations") or {}):
                     return stored
             time.sleep(0.1)
         raise AssertionError("the admission policies never applied")
