@@ -164,6 +164,19 @@ def test_the_argo_admission_policies_on_kube_apiserver(kube: tuple[Any, Kubectl,
     name = stored["metadata"]["name"]
     assert stored["spec"]["managedBy"] == MK
     assert stored["metadata"]["labels"][INSTANCE] == "mkpolicy-multikueue"
+
+    # The UPDATE policies take effect on their own, maybe after the CREATE one: probe until they act.
+    def kept_on_update() -> Any:
+        probe = _create_kept(cluster, workflow("probe", namespace, marked))
+        if probe is None:
+            return None
+        probe["spec"] = {k: v for k, v in probe["spec"].items() if k != "managedBy"}
+        probe["metadata"]["labels"][INSTANCE] = "prod"
+        updated: dict[str, Any] = cluster.admin.update(probe)
+        labels = updated["metadata"].get("labels") or {}
+        return updated["spec"].get("managedBy") == MK and labels.get(INSTANCE) == "mkpolicy-multikueue"
+
+    eventually(kept_on_update, "the UPDATE admission policies")
     # Argo's CLI round trip (a whole-object update through Go types without the field): kept
     dropped = dict(stored)
     dropped["spec"] = {k: v for k, v in stored["spec"].items() if k != "managedBy"} | {"suspend": True}
