@@ -15,13 +15,13 @@ from __future__ import annotations
 import datetime as _dt
 import shutil
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from peer_waits import condition, eventually, exists
 
 pytest.importorskip("mkpolicy.testing.peers.multikueue", reason="the real-peer harness (mkpolicy.testing.peers)")
 
@@ -31,7 +31,6 @@ from argo_harness import ARGO, FRAMEWORK, argo_crd, argo_crds, argo_status
 import mkpolicy
 from mkpolicy.jsonvalues import apply_merge_patch
 from mkpolicy.lint.argo_admission import manifests
-from mkpolicy.testing.apiserver import ApiError
 from mkpolicy.testing.kubectl import Kubectl
 from mkpolicy.testing.kueue.simulate import workload_name
 from mkpolicy.testing.peers.fixtures import require_go
@@ -43,36 +42,6 @@ ROOT = Path(__file__).resolve().parents[2]
 WF = ("argoproj.io/v1alpha1", "Workflow")
 WL = (KUEUE_API, "Workload")
 MK = "kueue.x-k8s.io/multikueue"
-TIMEOUT = 120.0
-
-
-def eventually(check: Callable[[], Any], what: str, timeout: float = TIMEOUT) -> Any:
-    deadline = time.monotonic() + timeout
-    value: Any = None
-    while True:
-        try:
-            value = check()
-        except ApiError as exc:
-            value = f"ApiError {exc.code}: {exc}"
-        if value and not isinstance(value, str):
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout:.0f}s (last: {value!r})")
-        time.sleep(0.25)
-
-
-def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
-    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == kind), {})
-
-
-def exists(cluster: Any, ns: str, api: tuple[str, str], name: str) -> bool:
-    try:
-        cluster.admin.get(*api, name, ns)
-    except ApiError as exc:
-        if exc.code == 404:
-            return False
-        raise
-    return True
 
 
 @pytest.fixture(scope="module")

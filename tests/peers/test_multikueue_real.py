@@ -17,17 +17,15 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from peer_waits import condition, eventually, exists
 
 import mkpolicy
 from mkpolicy.jsonvalues import apply_merge_patch
-from mkpolicy.testing.apiserver import ApiError
 from mkpolicy.testing.kubectl import Kubectl
 from mkpolicy.testing.kueue.simulate import workload_name
 from mkpolicy.testing.peers.multikueue import KUEUE_API, LOCAL_QUEUE, RealMultiKueue
@@ -39,39 +37,6 @@ TEKTON = ROOT / "policies" / "tekton-pipelinerun.yaml"
 PR = ("tekton.dev/v1", "PipelineRun")
 WL = (KUEUE_API, "Workload")
 SERVER_METADATA = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields")
-#: Real Kueue reacts within seconds; generous for a busy 2-core machine.
-TIMEOUT = 120.0
-
-
-def eventually(check: Callable[[], Any], what: str, timeout: float = TIMEOUT) -> Any:
-    """Poll ``check()`` until truthy (its value); AssertionError naming ``what`` otherwise."""
-    deadline = time.monotonic() + timeout
-    value: Any = None
-    while True:
-        try:
-            value = check()
-        except ApiError as exc:
-            value = f"ApiError {exc.code}: {exc}"
-        if value and not isinstance(value, str):
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout:.0f}s (last: {value!r})")
-        time.sleep(0.25)
-
-
-def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
-    """The condition ``kind`` of ``obj`` ({} when absent)."""
-    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == kind), {})
-
-
-def exists(cluster: Any, ns: str, api: tuple[str, str], name: str) -> bool:
-    try:
-        cluster.admin.get(*api, name, ns)
-    except ApiError as exc:
-        if exc.code == 404:
-            return False
-        raise
-    return True
 
 
 def pipelinerun(name: str, ns: str) -> dict[str, Any]:
