@@ -41,6 +41,13 @@ least disturbed one), p99s are taken over all rounds' samples.
     python bench/sidecar.py [--requests 3000] [--rounds 3] [--objects 10000] [--events 5000] [--posts 300]
                             [--list-objects 10000] [--flood 600] [--uvloop]
     python bench/sidecar.py --live-reads 10000,100000 [--reconciles 2000] [--rounds 3]
+
+``--real`` measures instead against real peers (kube-apiserver, etcd, Kueue built by
+``mkpolicy dev build-peers``; a Go toolchain): direct vs a Go reverse proxy vs mkpolicy on the
+wire, the sidecar's CPU per Kueue reconcile, Kueue's end-to-end latencies with and without
+the sidecar (``bench/sidecar_real.py``)::
+
+    python bench/sidecar.py --real [--jobs 20] [--requests 1000] [--rounds 3] [--posts 200] [--kueue-version V]
 """
 
 from __future__ import annotations
@@ -702,6 +709,10 @@ def ready(port: int) -> bool:
 
 
 def main() -> int:
+    if "--real" in sys.argv[1:]:
+        import sidecar_real
+
+        return sidecar_real.main(sys.argv[1:])
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=3000, help="GETs per side and kind (all rounds)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of interleaved GETs (best p50 kept)")
