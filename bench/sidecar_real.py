@@ -74,6 +74,8 @@ POST_WARMUP = 5
 #: as eventsBatchPeriod in admissionchecks/multikueue/workload.go): a copy is created at once when a
 #: manager-side event reconciles the Workload after the worker admitted it, else about 1 s later.
 BATCH_MS = 1000
+#: At least this many requests for a CPU-per-request figure (/proc counts CPU time in 10 ms ticks).
+CPU_REQUESTS = 200
 #: Seconds the sidecar's idle CPU (no job running) is measured over.
 IDLE_S = 5.0
 WORKER = "worker1"
@@ -290,11 +292,12 @@ async def wire(mk: RealMultiKueue, proxy: GoProxy, ns: str, requests: int, round
                     post[side_name].append(took)
         for side_name, values in post.items():
             results[f"post_{side_name}"] = {"p50": pct(values, 0.5), "p99": pct(values, 0.99)}
+        alone = max(requests, CPU_REQUESTS)
         for key, path in (("cpu_pt_ms", pt), ("cpu_tr_ms", tr)):  # the sidecar's CPU per request, alone
             before = cpu_seconds(pid)
-            for _ in range(requests):
+            for _ in range(alone):
                 await timed(session, sides["mkpolicy"], "GET", path)
-            results[key] = (cpu_seconds(pid) - before) / requests * 1000
+            results[key] = (cpu_seconds(pid) - before) / alone * 1000
     return results
 
 
@@ -423,7 +426,8 @@ def run(jobs: int, requests: int, rounds: int, posts: int, kueue_version: str) -
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     # at the limits, a worker's requests cost what Kueue's requests cost here (the background excluded)
-    results["workers_per_core"] = 1000 / (results["cpu_per_request_ms"] * CLIENT_QPS * CLIENTS_PER_WORKER)
+    per_worker_ms = results["cpu_per_request_ms"] * CLIENT_QPS * CLIENTS_PER_WORKER  # CPU ms per second
+    results["workers_per_core"] = 1000 / per_worker_ms if per_worker_ms else float("inf")
     results.update(loadavg=os.getloadavg()[0], cpus=os.cpu_count())
     return results
 
