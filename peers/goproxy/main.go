@@ -1,12 +1,11 @@
 // Command goproxy is the reverse proxy a user would otherwise write in front of a worker's API
 // server, the baseline mkpolicy's sidecar is measured against (bench/sidecar.py --real): the
 // standard library's httputil.ReverseProxy, TLS on both legs, the client's bearer token checked
-// and swapped for the worker's own credentials (a bearer token, or a client certificate as an
-// admin kubeconfig has), nothing parsed or transformed.
+// and swapped for the worker's own credentials (a client certificate, as the test peers' admin
+// kubeconfigs have), nothing parsed or transformed.
 //
 //	goproxy -listen 127.0.0.1:8443 -cert tls.crt -key tls.key -token-file token \
-//	        -upstream https://127.0.0.1:6443 -upstream-ca ca.crt \
-//	        [-upstream-token-file t | -upstream-cert c.crt -upstream-key c.key]
+//	        -upstream https://127.0.0.1:6443 -upstream-ca ca.crt -upstream-cert c.crt -upstream-key c.key
 package main
 
 import (
@@ -40,12 +39,12 @@ func main() {
 	tokenFile := flag.String("token-file", "", "the bearer token clients must present")
 	upstreamURL := flag.String("upstream", "", "the worker API server's URL")
 	upstreamCA := flag.String("upstream-ca", "", "the worker API server's CA (PEM)")
-	upstreamToken := flag.String("upstream-token-file", "", "the worker's bearer token")
 	upstreamCert := flag.String("upstream-cert", "", "the worker's client certificate (PEM)")
 	upstreamKey := flag.String("upstream-key", "", "the worker's client key (PEM)")
 	flag.Parse()
-	if *certFile == "" || *keyFile == "" || *tokenFile == "" || *upstreamURL == "" || *upstreamCA == "" {
-		log.Fatal("goproxy: -cert, -key, -token-file, -upstream and -upstream-ca are required")
+	if *certFile == "" || *keyFile == "" || *tokenFile == "" || *upstreamURL == "" || *upstreamCA == "" ||
+		*upstreamCert == "" || *upstreamKey == "" {
+		log.Fatal("goproxy: -cert, -key, -token-file, -upstream, -upstream-ca, -upstream-cert and -upstream-key are required")
 	}
 	target, err := url.Parse(*upstreamURL)
 	if err != nil {
@@ -55,28 +54,18 @@ func main() {
 	if !pool.AppendCertsFromPEM([]byte(readTrimmed(*upstreamCA))) {
 		log.Fatalf("goproxy: no certificate in %s", *upstreamCA)
 	}
-	upstreamTLS := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	if *upstreamCert != "" {
-		pair, err := tls.LoadX509KeyPair(*upstreamCert, *upstreamKey)
-		if err != nil {
-			log.Fatalf("goproxy: upstream client certificate: %v", err)
-		}
-		upstreamTLS.Certificates = []tls.Certificate{pair}
+	pair, err := tls.LoadX509KeyPair(*upstreamCert, *upstreamKey)
+	if err != nil {
+		log.Fatalf("goproxy: upstream client certificate: %v", err)
 	}
-	bearer := ""
-	if *upstreamToken != "" {
-		bearer = "Bearer " + readTrimmed(*upstreamToken)
-	}
+	upstreamTLS := &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
 	expected := []byte("Bearer " + readTrimmed(*tokenFile))
 
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(target)
 			r.Out.Host = target.Host
-			r.Out.Header.Del("Authorization")
-			if bearer != "" {
-				r.Out.Header.Set("Authorization", bearer)
-			}
+			r.Out.Header.Del("Authorization") // the worker's identity is the client certificate
 		},
 		// as client-go and kube-apiserver do: HTTP/2 to the API server, kept-alive connections
 		Transport: &http.Transport{

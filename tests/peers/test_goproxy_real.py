@@ -39,7 +39,3 @@ def test_go_proxy_swaps_the_token_for_the_workers_credentials(real_kube: KubeClu
         assert get(proxy, "/api/v1/namespaces/default", None)[0] == 401
         assert get(proxy, "/api/v1/namespaces/default", proxy.token + "x")[0] == 401
 
-
-def test_go_proxy_takes_exactly_one_upstream_credential(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="exactly one upstream credential"):
-        GoProxy(tmp_path, "https://127.0.0.1:1", b"", client_cert=(b"", b""), upstream_token="t")

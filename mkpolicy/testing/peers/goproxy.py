@@ -30,7 +30,8 @@ READY_TIMEOUT = 30.0
 
 class GoProxy:
     """The Go proxy for ``upstream`` (its CA ``upstream_ca``), authenticating upstream with
-    ``client_cert`` (PEM certificate and key) or ``upstream_token``; files and log in ``folder``."""
+    ``client_cert`` (PEM certificate and key, as the peers' admin kubeconfigs do); files and log in
+    ``folder``."""
 
     def __init__(
         self,
@@ -38,11 +39,8 @@ class GoProxy:
         upstream: str,
         upstream_ca: bytes,
         *,
-        client_cert: tuple[bytes, bytes] | None = None,
-        upstream_token: str | None = None,
+        client_cert: tuple[bytes, bytes],
     ) -> None:
-        if (client_cert is None) == (upstream_token is None):
-            raise ValueError("GoProxy needs exactly one upstream credential: client_cert or upstream_token")
         self.folder = folder
         self.port = free_port()
         self.token = secrets.token_urlsafe(32)
@@ -50,22 +48,15 @@ class GoProxy:
         pair = make_serving_cert(self.ca, ["127.0.0.1"], "goproxy")
         files = {
             "tls.crt": pair.cert_pem, "tls.key": pair.key_pem, "token": self.token.encode(),
-            "upstream-ca.crt": upstream_ca,
+            "upstream-ca.crt": upstream_ca, "upstream.crt": client_cert[0], "upstream.key": client_cert[1],
         }  # fmt: skip
-        if client_cert is not None:
-            files["upstream.crt"], files["upstream.key"] = client_cert
-        if upstream_token is not None:
-            files["upstream-token"] = upstream_token.encode()
         paths = {name: write_private(folder / name, data) for name, data in files.items()}
         argv = [
             str(build.binary_path(build.goproxy())), f"-listen=127.0.0.1:{self.port}",
             f"-cert={paths['tls.crt']}", f"-key={paths['tls.key']}", f"-token-file={paths['token']}",
             f"-upstream={upstream}", f"-upstream-ca={paths['upstream-ca.crt']}",
+            f"-upstream-cert={paths['upstream.crt']}", f"-upstream-key={paths['upstream.key']}",
         ]  # fmt: skip
-        if client_cert is not None:
-            argv += [f"-upstream-cert={paths['upstream.crt']}", f"-upstream-key={paths['upstream.key']}"]
-        else:
-            argv.append(f"-upstream-token-file={paths['upstream-token']}")
         self.process = Process("goproxy", argv, folder / "goproxy.log")
 
     @property
