@@ -256,6 +256,13 @@ def pct(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
+def keep_round(got: dict[str, list[float]], samples: dict[str, list[float]], best: dict[str, float]) -> None:
+    """Add one round's samples to all rounds', keep each kind's best p50 (the least disturbed round)."""
+    for key, values in got.items():
+        samples[key] += values
+        best[key] = min(best.get(key, float("inf")), pct(values, 0.5))
+
+
 class Side:
     def __init__(self, base: str, token: str, ca: str) -> None:
         self.base = base
@@ -335,9 +342,7 @@ async def measure(
                 if i % 4 == 0:
                     for key, side, path in slow_kinds:
                         round_samples[key].append(await timed(session, side, "GET", path))
-            for key, values in round_samples.items():
-                samples[key] += values
-                best[key] = min(best.get(key, float("inf")), pct(values, 0.5))
+            keep_round(round_samples, samples, best)
         for key, values in samples.items():
             results[key] = {"p50": best[key], "p99": pct(values, 0.99), "mean": statistics.mean(values) * 1000}
         # the sidecar's CPU per request (robust to a noisy machine: no waiting counted)

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from sidecar import ORIGIN, PREBUILT, Side, cpu_seconds, manager_run, pct, timed, worker_status
+from sidecar import ORIGIN, PREBUILT, Side, cpu_seconds, keep_round, manager_run, pct, timed, worker_status
 
 from mkpolicy.testing.kueue.simulate import workload_name
 from mkpolicy.testing.peers import build
@@ -278,9 +278,7 @@ async def wire(mk: RealMultiKueue, proxy: GoProxy, ns: str, requests: int, round
             for _ in range(max(1, requests // rounds)):
                 for key, side, path in kinds:
                     got[key].append(await timed(session, side, "GET", path))
-            for key, values in got.items():
-                samples[key] += values
-                best[key] = min(best.get(key, float("inf")), pct(values, 0.5))
+            keep_round(got, samples, best)
         for key, values in samples.items():
             results[key] = {"p50": best[key], "p99": pct(values, 0.99)}
         post: dict[str, list[float]] = {side: [] for side in sides}
