@@ -182,13 +182,10 @@ class Scenario:
         """Admitted on the manager after ``cluster`` admitted the copy's Workload; the controller starts
         the manager's Workflow (Kueue's suspension lifted, the podset label injected)."""
 
-        def admitted() -> bool:
-            wl = self.manager().get(*WL, workload, self.ns)
-            checks = (wl.get("status") or {}).get("admissionChecks") or []
-            return condition(wl, "Admitted").get("status") == "True" and any(c["state"] == "Ready" for c in checks)
-
-        eventually(admitted, f"{workload} admitted")
-        assert self.manager().get(*WL, workload, self.ns)["status"].get("clusterName") == cluster
+        wl = eventually(lambda: (w := self.manager().get(*WL, workload, self.ns))
+                        and condition(w, "Admitted").get("status") == "True" and w, f"{workload} admitted")  # fmt: skip
+        assert [c["state"] for c in wl["status"]["admissionChecks"]] == ["Ready"]
+        assert wl["status"].get("clusterName") == cluster
         started = eventually(lambda: (j := self.manager().get(*WF, name, self.ns)) and not j["spec"].get("suspend") and j,
                              f"the manager's {name} started by the controller")  # fmt: skip
         assert MARKER not in (started["metadata"].get("annotations") or {})
