@@ -161,4 +161,4 @@ class OpsServer:
             return await asyncio.wait_for(asyncio.wrap_future(done), READY_WAIT_SECONDS)
         except (TimeoutError, RuntimeError):  # (RuntimeError: the endpoints' loop is closed)
             done.cancel()
-            return False, [f"fail loop: the sidecar's event loop did not answer within {READY_WAIT_SECONDS:.0f} s"]
+            return False, [f"fail loop: the sidecar's event loop did not answer within {READY_WAIT_SECONDS:g} s"]

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import socket
+import threading
+import time
 from pathlib import Path
 
 import pytest
 from sidecar_harness import POLICIES, clusters, policy_dir, running
+
+from mkpolicy.sidecar import ops
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -63,6 +68,75 @@ def test_a_flood_of_half_sent_heads_is_bounded(tmp_path: Path) -> None:
                 ops = sidecar._ops.listener if sidecar._ops is not None else None
                 assert ops is not None and ops.refused + ops.evicted >= 8
                 for _, writer in flood:
+                    writer.close()
+
+        asyncio.run(scenario())
+
+
+def probe(port: int, path: str, timeout: float) -> bytes:
+    """A blocking GET on the ops port (from a thread: the test's event loop may be the one blocked)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        out = b""
+        while chunk := sock.recv(65536):
+            out += chunk
+        return out
+
+
+def test_probes_are_answered_while_the_endpoints_loop_is_busy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ops port runs on a thread of its own: /healthz answers while the endpoints' event loop is
+    blocked, and fails once it has been blocked for ``LOOP_STALL_SECONDS`` (a stuck sidecar is restarted);
+    /readyz, computed on that loop, answers 503 when the loop does not answer in time."""
+    monkeypatch.setattr(ops, "LOOP_STALL_SECONDS", 2.0)
+    monkeypatch.setattr(ops, "READY_WAIT_SECONDS", 0.5)
+    with clusters(tmp_path) as env:
+
+        async def scenario() -> None:
+            async with running(env.config(), policy_dir(tmp_path, TEKTON)) as sidecar:
+                port = sidecar.ops_port
+                assert (await asyncio.to_thread(probe, port, "/readyz", 5)).startswith(b"HTTP/1.1 200 ")
+                answers: list[bytes] = []
+
+                def probes() -> None:
+                    answers.append(probe(port, "/healthz", 5))  # the loop just got blocked
+                    answers.append(probe(port, "/readyz?verbose", 5))
+                    time.sleep(3)  # past LOOP_STALL_SECONDS
+                    answers.append(probe(port, "/healthz", 5))
+
+                thread = threading.Thread(target=probes)
+                thread.start()
+                time.sleep(5)  # the endpoints' loop does nothing else meanwhile
+                await asyncio.to_thread(thread.join)
+                assert answers[0].startswith(b"HTTP/1.1 200 ") and answers[0].endswith(b"ok\n")
+                assert answers[1].startswith(b"HTTP/1.1 503 ") and b"fail loop: " in answers[1]
+                assert answers[2].startswith(b"HTTP/1.1 503 ") and b"event loop has not run" in answers[2]
+                assert (await asyncio.to_thread(probe, port, "/healthz", 5)).startswith(b"HTTP/1.1 200 ")
+
+        asyncio.run(scenario())
+
+
+def test_healthz_answers_during_floods_from_its_own_address(tmp_path: Path) -> None:
+    """Half-sent heads on the ops port and slow TLS clients on the endpoint, all from the probes' own
+    address: every /healthz probe is answered (the flood ends its own oldest connections)."""
+    with clusters(tmp_path) as env:
+
+        async def scenario() -> None:
+            limits = {"maxConnections": 16, "maxConnectionsPerAddress": 8}
+            async with running(env.config(limits=limits), policy_dir(tmp_path, TEKTON)) as sidecar:
+                port = sidecar.ops_port
+                endpoint = sidecar.port("worker1")
+                flood = []
+                for _ in range(40):
+                    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                    writer.write(b"GET /healthz HTTP/1.1\r\nX-Slow: " + b"x" * 30_000)
+                    flood.append(writer)
+                    reader, writer = await asyncio.open_connection("127.0.0.1", endpoint)  # no TLS: stalls it
+                    writer.write(b"\x16\x03\x01")
+                    flood.append(writer)
+                for _ in range(5):
+                    got = await asyncio.to_thread(probe, port, "/healthz", 10)
+                    assert got.startswith(b"HTTP/1.1 200 "), got[:80]
+                for writer in flood:
                     writer.close()
 
         asyncio.run(scenario())
