@@ -239,6 +239,11 @@ class ClientConnection(Connection):
             self.trusted = True
             self.listener._untrusted.pop(self, None)
 
+    @property
+    def between_requests(self) -> bool:
+        """Idle between two requests: no exchange in progress, nothing of the next one received."""
+        return self.idle and self.exchange is None and not self.fast_busy and not self.buffer
+
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
         self.listener._untrusted.pop(self, None)
@@ -600,12 +605,7 @@ class Listener:
                 evict()
                 self.evicted += 1
                 return True
-        idle = [
-            c
-            for c in self._connections
-            if c.trusted and c.idle and c.exchange is None and not c.fast_busy and not c.buffer
-            and (peer is None or c.peer == peer)
-        ]
+        idle = [c for c in self._connections if c.trusted and c.between_requests and (peer is None or c.peer == peer)]
         if not idle:
             return False
         if peer is None:

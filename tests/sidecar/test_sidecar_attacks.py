@@ -19,6 +19,7 @@ import pytest
 from test_sidecar_wire import (
     JSON_ANSWER,
     Request,
+    StubHub,
     read_response,
     replying,
     watch_script,
@@ -33,6 +34,7 @@ from mkpolicy.kube.target import parse_target
 from mkpolicy.sidecar.config import Limits
 from mkpolicy.sidecar.endpoints import load_or_create
 from mkpolicy.sidecar.http1 import ResponseHead
+from mkpolicy.sidecar.kueueconfig import KueueInfo
 from mkpolicy.sidecar.paths import target_of
 from mkpolicy.sidecar.relay import respond_json
 from mkpolicy.sidecar.status import StatusError
@@ -345,6 +347,63 @@ def test_a_token_holders_idle_connections_cannot_lock_kueue_out() -> None:
             assert [r.head.target for r in w.worker.requests].count("/api/v1/pods") == 9
             for _, hostile_writer in hostile + kueue_watch:
                 hostile_writer.close()
+
+    asyncio.run(scenario())
+
+
+WATCHES = "?watch=true&allowWatchBookmarks=true&labelSelector=kueue.x-k8s.io%2Fmultikueue-origin%3Dm"
+KUEUE_WATCHES = ("/apis/kueue.x-k8s.io/v1beta2/workloads" + WATCHES, "/apis/batch/v1/jobs" + WATCHES)
+
+
+def test_a_token_holders_watches_cannot_lock_kueue_out() -> None:
+    """A client with the endpoint token, from two addresses, opens a watch on every connection it may
+    hold: each address gets ``maxWatchesPerAddress`` (by default twice the kinds Kueue watches, plus 4),
+    the others are answered 429 naming the limit, and Kueue (a third address) still opens its watches,
+    reconnects included, and reads. The recording worker shows every watch that reached it."""
+
+    async def scenario() -> None:
+        hub = StubHub()
+        hub.kueue = KueueInfo(version=(0, 19, 2), integrations=frozenset({"batch/job"}), external_frameworks=())
+
+        async def worker(request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await (HELD_WATCH if "watch=" in request.head.target else replying(JSON_ANSWER))(request, reader, writer)
+
+        limits = Limits(max_connections=24, max_connections_per_address=12, reserved_connections=0)
+        async with wire(worker, hub=hub, limits=limits) as w:
+            hostile, refusals = [], []
+            for local in ("127.0.0.2", "127.0.0.3"):
+                for i in range(12):
+                    reader, writer = await connect_from(w, local)
+                    writer.write(w.get(KUEUE_WATCHES[i % 2]))
+                    head = await reader.readuntil(b"\r\n\r\n")
+                    if head.startswith(b"HTTP/1.1 429 "):
+                        refusals.append(head + await reader.readexactly(int(head.split(b"Content-Length: ")[1][:3])))
+                    else:
+                        await reader.readuntil(b"}\n\r\n")
+                    hostile.append((reader, writer))
+            assert len(refusals) == 8  # 8 watches held per address (Kueue watches 2 kinds: 2 x 2 + 4)
+            status = json.loads(refusals[0].partition(b"\r\n\r\n")[2])
+            assert status["code"] == 429 and status["reason"] == "TooManyRequests"
+            assert (
+                "limits.maxWatchesPerAddress is 8 (Kueue watches 2 kinds here: Workloads, integration batch/job)"
+                in (status["message"])
+            )
+            assert b"Retry-After: 5\r\n" in refusals[0]
+            assert w.metric("mkpolicy_sidecar_refusals_total", cluster="w", policy="", reason="WatchLimit") == 8
+            kueue = []
+            for path in KUEUE_WATCHES * 2:  # its watches, and their reconnects before the old ones ended
+                reader, writer = await connect_from(w, "127.0.0.1")
+                writer.write(w.get(path))
+                assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200 ")
+                await reader.readuntil(b"}\n\r\n")
+                kueue.append((reader, writer))
+            reader, writer = await connect_from(w, "127.0.0.1")
+            writer.write(w.get("/apis/kueue.x-k8s.io/v1beta2/namespaces/a/workloads/wl"))
+            assert await read_response(reader) == JSON_ANSWER
+            watches = [r for r in w.worker.requests if "watch=" in r.head.target]
+            assert len(watches) == 2 * 8 + 4
+            for _, held_writer in hostile + kueue:
+                held_writer.close()
 
     asyncio.run(scenario())
 
