@@ -533,6 +533,10 @@ class Listener:
                 log.warning("accept failed: %s", exc)
                 await asyncio.sleep(0.1)
                 continue
+            # sock_accept returns at once while the backlog holds connections: without a turn of the
+            # loop here a burst would be accepted (and its oldest ended to make room) before any of
+            # them is read, a probe among them included
+            await asyncio.sleep(0)
             peer = str(address[0]) if isinstance(address, tuple) else str(address)
             limits = self.limits
             if (self._per_peer.get(peer, 0) >= limits.max_connections_per_address and not self._make_room(peer)) or (

@@ -228,6 +228,8 @@ class Sidecar:
             checks.append(f"ok last-reload (rejected, previous set kept): {self._store.last_error.splitlines()[0]}")
         if self.closing:
             checks.append("fail shutdown: draining")
+        elif not self._started:
+            checks.append("fail start: the endpoints are not listening yet")
         return not any(c.startswith("fail") for c in checks), checks
 
     @property

@@ -7,11 +7,17 @@ import socket
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sidecar_harness import POLICIES, clusters, policy_dir, running
 
 from mkpolicy.sidecar import ops
+from mkpolicy.sidecar.config import Limits
+from mkpolicy.sidecar.listener import Listener
+from mkpolicy.sidecar.metrics import Metrics
+from mkpolicy.sidecar.ops import ops_handler
+from mkpolicy.sidecar.server import Sidecar
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -139,5 +145,59 @@ def test_healthz_answers_during_floods_from_its_own_address(tmp_path: Path) -> N
                     assert got.startswith(b"HTTP/1.1 200 "), got[:80]
                 for writer in flood:
                     writer.close()
+
+        asyncio.run(scenario())
+
+
+def test_a_request_inside_a_burst_of_connections_is_answered() -> None:
+    """Connections waiting in the listen backlog are accepted one loop turn apart: a probe among a burst
+    from its own address is read and answered before the burst's newer connections end it to make room."""
+
+    async def scenario() -> None:
+        async def ready() -> tuple[bool, list[str]]:
+            return True, []
+
+        limits = Limits(max_connections=64, max_connections_per_address=8)
+        listener = Listener(ops_handler(ready, Metrics()), None, None, limits)
+        port = await listener.start("127.0.0.1", 0)
+        burst = []
+        try:
+            for i in range(40):  # the loop is not running: they all wait in the backlog
+                sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+                sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" if i == 2 else b"G")
+                burst.append(sock)
+            answer = await asyncio.to_thread(burst[2].recv, 65536)
+            assert answer.startswith(b"HTTP/1.1 200 ")
+            for _ in range(500):  # the rest of the burst: 8 of its connections kept, the others (but the probe, answered) ended
+                if listener.evicted >= 31:
+                    break
+                await asyncio.sleep(0.01)
+            assert listener.evicted >= 31
+        finally:
+            for sock in burst:
+                sock.close()
+            await listener.close(1.0)
+
+    asyncio.run(scenario())
+
+
+def test_not_ready_until_the_endpoints_listen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """/readyz is served (on its own thread) from early in the start: it says ok only once every endpoint
+    listens, whatever else is ready by then."""
+    seen: list[tuple[bool, list[str]]] = []
+    start_endpoint = Sidecar._start_endpoint
+
+    async def starting(self: Sidecar, worker: Any, port: int) -> None:
+        seen.append(self.readiness())
+        await start_endpoint(self, worker, port)
+
+    monkeypatch.setattr(Sidecar, "_start_endpoint", starting)
+    with clusters(tmp_path) as env:
+
+        async def scenario() -> None:
+            async with running(env.config(), policy_dir(tmp_path, TEKTON)) as sidecar:
+                assert sidecar.ready
+                ready, checks = seen[0]
+                assert not ready and "fail start: the endpoints are not listening yet" in checks
 
         asyncio.run(scenario())
