@@ -24,8 +24,10 @@ client (this process, aiohttp with keep-alive over TLS, like client-go).
   ``/healthz`` meanwhile, goal <= 100 ms; shown in the ratio column) 500 half-sent heads on
   the ops port, 300 unauthenticated requests with 60 KiB paths, a 3 MiB CBOR create of
   3 million values, twenty 3 MiB JSON creates at once, 120 clients that never read their
-  LIST. The bench's ConfigMap probes and history watch are widened in the sidecar's
-  ``wire.allow`` (Kueue sends neither).
+  LIST, a worker dripping 8 MiB answers to eight readers while worker1 is read (the sidecar
+  serves a second worker, ``drip``, for it: worker1's reads must all succeed). The bench's
+  ConfigMap probes and history watch are widened in the sidecar's ``wire.allow`` (Kueue
+  sends neither).
 
 ``--uvloop`` runs the sidecar on uvloop's event loop instead of asyncio's (to compare).
 
