@@ -298,14 +298,17 @@ class Limits(_Model):
 
     max_connections: int = Field(
         default=128,
-        description="Client connections open at once per worker endpoint (TLS handshakes included); "
-        "more are closed as they are accepted. Kueue needs one per watch plus a few for requests.",
+        description="Client connections open at once per worker endpoint (TLS handshakes included); a new one "
+        "beyond them ends the oldest unauthenticated connection, else the authenticated one idle the longest "
+        "between requests, and is reset before any TLS work only when every slot holds a request or a watch. "
+        "Kueue needs one per watch plus a few for requests.",
     )
     max_connections_per_address: int = Field(
         default=64,
-        description="Of maxConnections, how many one client address may hold (more are reset as they are "
-        "accepted): a flood from one address leaves room for the others (the kubelet's probes on the ops port). "
-        "Kueue connects from 127.0.0.1 with one connection per watch and a few for requests.",
+        description="Of maxConnections, how many one client address may hold (a new one beyond them ends that "
+        "address's oldest unauthenticated, else longest-idle, connection): a flood from one address leaves room "
+        "for the others, and churns itself so that a probe from its own address still gets in. Kueue connects "
+        "from 127.0.0.1 with one connection per watch and a few for requests.",
     )
     reserved_connections: int = Field(
         default=32,

@@ -533,10 +533,6 @@ class Listener:
                 log.warning("accept failed: %s", exc)
                 await asyncio.sleep(0.1)
                 continue
-            # sock_accept returns at once while the backlog holds connections: without a turn of the
-            # loop here a burst would be accepted (and its oldest ended to make room) before any of
-            # them is read, a probe among them included
-            await asyncio.sleep(0)
             peer = str(address[0]) if isinstance(address, tuple) else str(address)
             limits = self.limits
             if (self._per_peer.get(peer, 0) >= limits.max_connections_per_address and not self._make_room(peer)) or (
@@ -547,12 +543,10 @@ class Listener:
                     client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
                 client.close()
                 continue
-            if self._untrusted and len(self._untrusted) >= self.limits.max_connections - self.limits.reserve:
+            if len(self._untrusted) >= self.limits.max_connections - self.limits.reserve:
                 # the slots left are kept for authenticated clients (Kueue): the oldest
                 # unauthenticated connection makes room, so idle or slow ones cannot lock Kueue out
-                key = next(iter(self._untrusted))
-                self._untrusted.pop(key)[1]()
-                self.evicted += 1
+                self._end_untrusted(None)
             self._count += 1
             self._per_peer[peer] = self._per_peer.get(peer, 0) + 1
             task = loop.create_task(self._handshake(client, peer))
@@ -561,6 +555,10 @@ class Listener:
             # a handshake ended before it ran (made room for a newer one) never closed its socket
             task.add_done_callback(functools.partial(_close_if_cancelled, client))
             self._untrusted[task] = (peer, functools.partial(self._evict_handshake, task, peer))
+            # sock_accept returns at once while the backlog holds connections: without a turn of the
+            # loop here a burst would be accepted (and its oldest ended to make room) before any of
+            # them is read, a probe among them included
+            await asyncio.sleep(0)
 
     async def _handshake(self, client: socket.socket, peer: str) -> None:
         loop = asyncio.get_running_loop()
@@ -603,12 +601,8 @@ class Listener:
         neither a flood from the probes' own address nor a token holder's idle connections
         keep the kubelet or Kueue out; a request or a watch in progress is never ended.
         """
-        for key, (owner, evict) in self._untrusted.items():
-            if peer is None or owner == peer:
-                del self._untrusted[key]
-                evict()
-                self.evicted += 1
-                return True
+        if self._end_untrusted(peer):
+            return True
         idle = [c for c in self._connections if c.trusted and c.between_requests and (peer is None or c.peer == peer)]
         if not idle:
             return False
@@ -618,6 +612,16 @@ class Listener:
         self._evict_connection(min(idle, key=lambda c: c.last_active))
         self.evicted += 1
         return True
+
+    def _end_untrusted(self, peer: str | None) -> bool:
+        """End the oldest unauthenticated connection or handshake (of ``peer``); False: there is none."""
+        for key, (owner, evict) in self._untrusted.items():
+            if peer is None or owner == peer:
+                del self._untrusted[key]
+                evict()
+                self.evicted += 1
+                return True
+        return False
 
     def _evict_handshake(self, task: asyncio.Task[None], peer: str) -> None:
         """End a handshake to make room; its slot is free at once (a burst of accepts sees it)."""

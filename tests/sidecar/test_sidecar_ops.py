@@ -71,8 +71,8 @@ def test_a_flood_of_half_sent_heads_is_bounded(tmp_path: Path) -> None:
                 ends = await asyncio.wait_for(asyncio.gather(*(r.read() for r, _ in flood), return_exceptions=True), 10)
                 # every connection ended: reset, made room for a newer one, or cut at the head deadline
                 assert len(ends) == 12 and all(e == b"" or isinstance(e, ConnectionError) for e in ends)
-                ops = sidecar._ops.listener if sidecar._ops is not None else None
-                assert ops is not None and ops.refused + ops.evicted >= 8
+                listener = sidecar._ops.listener if sidecar._ops is not None else None
+                assert listener is not None and listener.refused + listener.evicted >= 8
                 for _, writer in flood:
                     writer.close()
 
@@ -93,7 +93,7 @@ def test_probes_are_answered_while_the_endpoints_loop_is_busy(tmp_path: Path, mo
     """The ops port runs on a thread of its own: /healthz answers while the endpoints' event loop is
     blocked, and fails once it has been blocked for ``LOOP_STALL_SECONDS`` (a stuck sidecar is restarted);
     /readyz, computed on that loop, answers 503 when the loop does not answer in time."""
-    monkeypatch.setattr(ops, "LOOP_STALL_SECONDS", 2.0)
+    monkeypatch.setattr(ops, "LOOP_STALL_SECONDS", 3.0)
     monkeypatch.setattr(ops, "READY_WAIT_SECONDS", 0.5)
     with clusters(tmp_path) as env:
 
@@ -106,12 +106,12 @@ def test_probes_are_answered_while_the_endpoints_loop_is_busy(tmp_path: Path, mo
                 def probes() -> None:
                     answers.append(probe(port, "/healthz", 5))  # the loop just got blocked
                     answers.append(probe(port, "/readyz?verbose", 5))
-                    time.sleep(3)  # past LOOP_STALL_SECONDS
+                    time.sleep(4)  # past LOOP_STALL_SECONDS
                     answers.append(probe(port, "/healthz", 5))
 
                 thread = threading.Thread(target=probes)
                 thread.start()
-                time.sleep(5)  # the endpoints' loop does nothing else meanwhile
+                time.sleep(7)  # the endpoints' loop does nothing else meanwhile
                 await asyncio.to_thread(thread.join)
                 assert answers[0].startswith(b"HTTP/1.1 200 ") and answers[0].endswith(b"ok\n")
                 assert answers[1].startswith(b"HTTP/1.1 503 ") and b"fail loop: " in answers[1]
