@@ -24,8 +24,10 @@ client (this process, aiohttp with keep-alive over TLS, like client-go).
   ``/healthz`` meanwhile, goal <= 100 ms; shown in the ratio column) 500 half-sent heads on
   the ops port, 300 unauthenticated requests with 60 KiB paths, a 3 MiB CBOR create of
   3 million values, twenty 3 MiB JSON creates at once, 120 clients that never read their
-  LIST. The bench's ConfigMap probes and history watch are widened in the sidecar's
-  ``wire.allow`` (Kueue sends neither).
+  LIST, a worker dripping 8 MiB answers to eight readers while worker1 is read (the sidecar
+  serves a second worker, ``drip``, for it: worker1's reads must all succeed). The bench's
+  ConfigMap probes and history watch are widened in the sidecar's ``wire.allow`` (Kueue
+  sends neither).
 
 ``--uvloop`` runs the sidecar on uvloop's event loop instead of asyncio's (to compare).
 
@@ -251,6 +253,67 @@ def serve_floor(upstream: str, ca: str) -> None:
 
 
 # -- measuring -----------------------------------------------------------------------------------
+#: The dripping worker: each read of a PipelineRun is answered 8 MiB long, 64 KiB every 50 ms.
+DRIP_BYTES = 8 * 1024 * 1024
+DRIP_PIECE = 64 * 1024
+DRIP_INTERVAL = 0.05
+
+
+def serve_drip() -> None:
+    """Child process: a hostile or slow worker (plain HTTP) that drips every PipelineRun read; prints
+    its port, serves until stdin closes."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                if b"/pipelineruns/" in head.partition(b"\r\n")[0]:
+                    writer.write(
+                        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % DRIP_BYTES
+                    )
+                    for _ in range(DRIP_BYTES // DRIP_PIECE):
+                        writer.write(b" " * DRIP_PIECE)
+                        await writer.drain()
+                        await asyncio.sleep(DRIP_INTERVAL)
+                else:
+                    body = b'{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}'
+                    head = b"HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+                    writer.write(head % len(body) + body)
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass  # (cancelled: the bench is over)
+        finally:
+            writer.close()
+
+    async def run() -> None:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        print(json.dumps({"port": server.sockets[0].getsockname()[1]}), flush=True)
+        await asyncio.to_thread(sys.stdin.read)
+
+    asyncio.run(run())
+
+
+def drip_kubeconfig(port: int) -> dict[str, Any]:
+    """A kubeconfig for the dripping worker (plain HTTP, any token)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "drip", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+        "users": [{"name": "drip", "user": {"token": "drip"}}],
+        "contexts": [{"name": "drip", "context": {"cluster": "drip", "user": "drip"}}],
+        "current-context": "drip",
+    }
+
+
+def endpoint_side(kubeconfig_path: Path) -> Side:
+    """The sidecar endpoint a written kubeconfig points at."""
+    kubeconfig = yaml.safe_load(kubeconfig_path.read_text())
+    return Side(
+        kubeconfig["clusters"][0]["cluster"]["server"],
+        kubeconfig["users"][0]["user"]["token"],
+        base64.b64decode(kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"]).decode(),
+    )
+
+
 def pct(samples: list[float], q: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
@@ -447,10 +510,11 @@ class Healthz:
         self.worst_ms = float(out.strip() or 10000.0)
 
 
-async def issue18_attacks(side: Side, pid: int, ops: int) -> dict[str, float]:
+async def issue18_attacks(side: Side, pid: int, ops: int, drip: Side | None) -> dict[str, float]:
     """Peak RSS (MiB) and the slowest /healthz (ms) under the attacks of issue 18: an ops-port flood of
     half-sent heads, unauthenticated requests with 64 KiB paths, a 3 MiB CBOR create of tiny values,
-    twenty 3 MiB JSON creates at once, clients that stop reading a LIST."""
+    twenty 3 MiB JSON creates at once, clients that stop reading a LIST, and (``drip``: the endpoint of a
+    worker that drips its answers) a dripping worker read while worker1 is."""
     from urllib.parse import urlsplit
 
     import cbor2
@@ -509,7 +573,61 @@ async def issue18_attacks(side: Side, pid: int, ops: int) -> dict[str, float]:
     await row(
         "stalled_readers", asyncio.gather(*(send(listing, (host, port), True, 5.0, read=False) for _ in range(120)))
     )
+    if drip is not None:
+        await row("dripping_worker", dripping_worker(side, drip, out))
     return out
+
+
+#: Seconds the dripping-worker row lasts; reads of the dripping worker at once.
+DRIP_SECONDS = 10.0
+DRIP_READERS = 8
+
+
+async def dripping_worker(side: Side, drip: Side, out: dict[str, float]) -> None:
+    """``DRIP_READERS`` clients read PipelineRuns (transformed: read whole) of the dripping worker, again and
+    again, while one client reads worker1's: worker1's reads keep their latency and never fail."""
+    import aiohttp
+
+    run = f"{PR_PATH}/run-00000"
+    end = time.monotonic() + DRIP_SECONDS
+    samples: list[float] = []
+    failed: dict[int, int] = {}
+    dripped: dict[int, int] = {}
+
+    async def read_dripping(session: aiohttp.ClientSession) -> None:
+        while time.monotonic() < end:
+            try:
+                async with session.get(
+                    drip.base + run,
+                    headers=drip.headers,
+                    ssl=drip.ssl,
+                    timeout=aiohttp.ClientTimeout(total=max(end - time.monotonic(), 0.1)),
+                ) as resp:
+                    await resp.read()
+                    dripped[resp.status] = dripped.get(resp.status, 0) + 1
+                    if resp.status == 429:
+                        await asyncio.sleep(0.2)
+            except (aiohttp.ClientError, TimeoutError):
+                pass
+
+    async def read_worker1(session: aiohttp.ClientSession) -> None:
+        while time.monotonic() < end:
+            t0 = time.perf_counter()
+            async with session.get(side.base + run, headers=side.headers, ssl=side.ssl) as resp:
+                await resp.read()
+            if resp.status == 200:
+                samples.append(time.perf_counter() - t0)
+            else:
+                failed[resp.status] = failed.get(resp.status, 0) + 1
+
+    async with aiohttp.ClientSession() as hostile, aiohttp.ClientSession() as kueue:
+        await asyncio.gather(*(read_dripping(hostile) for _ in range(DRIP_READERS)), read_worker1(kueue))
+    out["drip_reads_ok"] = float(len(samples))
+    out["drip_reads_failed"] = float(sum(failed.values()))
+    out["drip_read_p50_ms"] = pct(samples, 0.5) if samples else float("nan")
+    out["drip_read_p99_ms"] = pct(samples, 0.99) if samples else float("nan")
+    out["drip_answers"] = float(sum(dripped.values()))
+    out["drip_429"] = float(dripped.get(429, 0))
 
 
 async def attacks(side: Side, pid: int, flood: int) -> dict[str, float]:
@@ -611,13 +729,7 @@ def start_sidecar(tmp: Path, info: dict[str, Any], reads: str) -> tuple[subproce
         if proc.poll() is not None:
             raise SystemExit("the sidecar exited")
         time.sleep(0.05)
-    kubeconfig = yaml.safe_load((out / "worker1.kubeconfig").read_text())
-    side = Side(
-        kubeconfig["clusters"][0]["cluster"]["server"],
-        kubeconfig["users"][0]["user"]["token"],
-        base64.b64decode(kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"]).decode(),
-    )
-    return proc, ops, side
+    return proc, ops, endpoint_side(out / "worker1.kubeconfig")
 
 
 async def kueue_reconciles(side: Side, pid: int, reconciles: int, rounds: int) -> dict[str, float]:
@@ -744,6 +856,7 @@ def main() -> int:
     parser.add_argument("--reconciles", type=int, default=2000, help="Kueue reconciles per size (--live-reads)")
     parser.add_argument("--serve-clusters", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--serve-floor", nargs=2, metavar=("URL", "CA"), help=argparse.SUPPRESS)
+    parser.add_argument("--serve-drip", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.live_reads and not args.serve_clusters:
         sizes = [int(n) for n in args.live_reads.split(",")]
@@ -762,6 +875,9 @@ def main() -> int:
         return 0
     if args.serve_floor:
         serve_floor(*args.serve_floor)
+        return 0
+    if args.serve_drip:
+        serve_drip()
         return 0
 
     tmp = Path(tempfile.mkdtemp(prefix="mkpolicy-bench-"))
@@ -785,6 +901,7 @@ def main() -> int:
     )
     sidecar_proc = None
     floor_proc = None
+    drip_proc = None
     try:
         assert clusters.stdout is not None
         t0 = time.monotonic()
@@ -792,6 +909,12 @@ def main() -> int:
         seeded = time.monotonic() - t0
         for name in ("manager", "worker1"):
             (tmp / f"{name}.kubeconfig").write_text(yaml.safe_dump(info[name]["kubeconfig"]))
+        drip_proc = subprocess.Popen(
+            [sys.executable, __file__, "--serve-drip"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        assert drip_proc.stdout is not None
+        drip_port = json.loads(drip_proc.stdout.readline())["port"]
+        (tmp / "drip.kubeconfig").write_text(yaml.safe_dump(drip_kubeconfig(drip_port)))
         (tmp / "policies").mkdir()
         shutil.copy(ROOT / "policies" / "tekton-pipelinerun.yaml", tmp / "policies")
         shutil.copytree(ROOT / "schemas", tmp / "schemas")
@@ -807,7 +930,10 @@ def main() -> int:
                     "listen": {"basePort": port},
                     "ops": {"address": "127.0.0.1", "port": ops},
                     "manager": {"kubeconfig": str(tmp / "manager.kubeconfig")},
-                    "workers": [{"name": "worker1", "kubeconfig": {"file": str(tmp / "worker1.kubeconfig")}}],
+                    "workers": [
+                        {"name": "worker1", "kubeconfig": {"file": str(tmp / "worker1.kubeconfig")}},
+                        {"name": "drip", "kubeconfig": {"file": str(tmp / "drip.kubeconfig")}},
+                    ],
                     "wire": BENCH_WIRE,
                     "logging": {"level": "warning"},
                 }
@@ -836,18 +962,13 @@ def main() -> int:
                 str(tmp / "out"),
             ],
         )
-        while not ready(ops):
+        while not ready(ops) or not (tmp / "out" / "drip.kubeconfig").exists():
             if sidecar_proc.poll() is not None:
                 raise SystemExit("the sidecar exited")
             time.sleep(0.05)
         synced = time.monotonic() - t1
         rss_ready = rss_mib(sidecar_proc.pid)
-        kubeconfig = yaml.safe_load((tmp / "out" / "worker1.kubeconfig").read_text())
-        side = Side(
-            kubeconfig["clusters"][0]["cluster"]["server"],
-            kubeconfig["users"][0]["user"]["token"],
-            base64.b64decode(kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"]).decode(),
-        )
+        side = endpoint_side(tmp / "out" / "worker1.kubeconfig")
         floor = None
         if not args.no_floor:
             worker = info["worker1"]
@@ -872,7 +993,8 @@ def main() -> int:
                 hog.wait()
         rss_cached = rss_mib(sidecar_proc.pid)  # before the attacks grow the heap
         results.update(asyncio.run(attacks(side, sidecar_proc.pid, args.flood)))
-        results.update(asyncio.run(issue18_attacks(side, sidecar_proc.pid, ops)))
+        drip = endpoint_side(tmp / "out" / "drip.kubeconfig")
+        results.update(asyncio.run(issue18_attacks(side, sidecar_proc.pid, ops, drip)))
         with urllib.request.urlopen(f"http://127.0.0.1:{ops}/metrics", timeout=5) as resp:
             metrics = resp.read().decode()
         results["manager_reads"] = {
@@ -893,9 +1015,10 @@ def main() -> int:
             loop="uvloop" if args.uvloop else "asyncio",
         )
     finally:
-        if floor_proc is not None and floor_proc.stdin is not None:
-            floor_proc.stdin.close()
-            floor_proc.wait(30)
+        for child in (floor_proc, drip_proc):
+            if child is not None and child.stdin is not None:
+                child.stdin.close()
+                child.wait(30)
         if sidecar_proc is not None:
             sidecar_proc.send_signal(signal.SIGTERM)
             sidecar_proc.wait(30)
@@ -1009,6 +1132,7 @@ def main() -> int:
         ("a 3 MiB CBOR create (3M values)", "cbor_create"),
         ("20 3 MiB JSON creates at once", "json_creates"),
         ("120 LISTs never read", "stalled_readers"),
+        (f"a worker dripping {DRIP_READERS} reads", "dripping_worker"),
     ):
         rss, health = r[f"rss_{name}_mib"], r[f"healthz_{name}_ms"]
         goal = "<= 200 MiB, /healthz <= 100 ms"
@@ -1026,6 +1150,13 @@ def main() -> int:
         f"attacks: {r['flood_accepted']:.0f} of {args.flood} flood connections accepted; the 16 MiB body was "
         f"answered {r['big_body_status']:.0f}; a LIST is {r['list_bytes'] / 1e6:.1f} MB; event loop: {r['loop']} "
         "(RSS 'direct' column: the sidecar before the attacks)"
+    )
+    print(
+        f"dripping worker ({DRIP_READERS} reads of {DRIP_BYTES >> 20} MiB answers, {DRIP_PIECE >> 10} KiB every "
+        f"{DRIP_INTERVAL * 1000:.0f} ms, for {DRIP_SECONDS:.0f} s): worker1's transformed GETs meanwhile "
+        f"{r['drip_reads_ok']:.0f} ok, {r['drip_reads_failed']:.0f} failed, p50 {r['drip_read_p50_ms']:.2f} ms, "
+        f"p99 {r['drip_read_p99_ms']:.2f} ms; the dripping worker's reads answered {r['drip_answers']:.0f} times "
+        f"({r['drip_429']:.0f} of them 429: its own budget, workerAnswerBudgetBytes)"
     )
     print(
         f"sidecar CPU: pass-through GET {r['cpu_passthrough_ms']:.2f} ms, transformed GET "

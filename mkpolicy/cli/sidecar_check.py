@@ -151,7 +151,13 @@ async def build_report(config: SidecarConfig, adapters: list[Adapter]) -> CheckR
             await manager.close()
     report.kueue = kueue.describe()
     report.unread = list(kueue.unread)
-    report.contract = contract_in_force(config, kueue, carried).lines()
+    contract = contract_in_force(config, kueue, carried)
+    watched = contract.kueue_watches
+    report.contract = [
+        *contract.lines(),
+        f"  watches per client address: {config.limits.watch_limit(len(watched))} (limits.maxWatchesPerAddress; "
+        f"Kueue watches {len(watched)} kinds: {', '.join(watched)})",
+    ]
     return report
 
 

@@ -284,6 +284,10 @@ class Shutdown(_Model):
         return value
 
 
+#: Watches per client address beyond twice Kueue's own, when ``limits.maxWatchesPerAddress`` is unset.
+WATCH_RESERVE = 4
+
+
 class Limits(_Model):
     """Bounds on what clients of the worker endpoints (and the workers' answers) may hold.
 
@@ -294,14 +298,17 @@ class Limits(_Model):
 
     max_connections: int = Field(
         default=128,
-        description="Client connections open at once per worker endpoint (TLS handshakes included); "
-        "more are closed as they are accepted. Kueue needs one per watch plus a few for requests.",
+        description="Client connections open at once per worker endpoint (TLS handshakes included); a new one "
+        "beyond them ends the oldest unauthenticated connection, else the authenticated one idle the longest "
+        "between requests, and is reset before any TLS work only when every slot holds a request or a watch. "
+        "Kueue needs one per watch plus a few for requests.",
     )
     max_connections_per_address: int = Field(
         default=64,
-        description="Of maxConnections, how many one client address may hold (more are reset as they are "
-        "accepted): a flood from one address leaves room for the others (the kubelet's probes on the ops port). "
-        "Kueue connects from 127.0.0.1 with one connection per watch and a few for requests.",
+        description="Of maxConnections, how many one client address may hold (a new one beyond them ends that "
+        "address's oldest unauthenticated, else longest-idle, connection): a flood from one address leaves room "
+        "for the others, and churns itself so that a probe from its own address still gets in. Kueue connects "
+        "from 127.0.0.1 with one connection per watch and a few for requests.",
     )
     reserved_connections: int = Field(
         default=32,
@@ -357,6 +364,14 @@ class Limits(_Model):
         description="Bytes of one worker's answers being rewritten at once (429 above): a slow or hostile worker "
         "cannot take the whole answerBudgetBytes from the others. Counted as bytes arrive.",
     )
+    max_watches_per_address: int | None = Field(
+        default=None,
+        description="Watches one client address may hold open on a worker endpoint (429 with Retry-After above, "
+        "naming this limit): a client holding the endpoint token cannot fill the endpoint's connection slots with "
+        "watches. Unset: twice the kinds Kueue watches on a worker (Workloads and each enabled integration's or "
+        "policy's kind, from the wire contract; a reconnect may overlap the watch it replaces) plus "
+        f"{WATCH_RESERVE}.",
+    )
     answer_seconds: float = Field(
         default=60.0,
         description="Time a worker answer read whole (to be rewritten) has to arrive completely: a dripped body "
@@ -370,15 +385,27 @@ class Limits(_Model):
             raise ValueError(f"expected 0 to 100000; found {value}")
         return value
 
+    def watch_limit(self, kueue_watches: int) -> int:
+        """Watches per client address in force, Kueue watching ``kueue_watches`` kinds on the endpoint."""
+        if self.max_watches_per_address is not None:
+            return self.max_watches_per_address
+        return 2 * kueue_watches + WATCH_RESERVE
+
     @property
     def reserve(self) -> int:
         """The reserved slots in force: ``reservedConnections``, at most a quarter of ``maxConnections``."""
         return min(self.reserved_connections, self.max_connections // 4)
 
-    @field_validator("max_connections", "max_header_fields", "max_worker_connections", "max_connections_per_address")
+    @field_validator(
+        "max_connections",
+        "max_header_fields",
+        "max_worker_connections",
+        "max_connections_per_address",
+        "max_watches_per_address",
+    )
     @classmethod
-    def _count(cls, value: int) -> int:
-        if not 1 <= value <= 100_000:
+    def _count(cls, value: int | None) -> int | None:
+        if value is not None and not 1 <= value <= 100_000:
             raise ValueError(f"expected 1 to 100000; found {value}")
         return value
 

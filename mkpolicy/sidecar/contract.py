@@ -298,6 +298,13 @@ class Contract:
             index.setdefault((rule.group, rule.resource), []).append(rule)
         object.__setattr__(self, "_index", {k: tuple(v) for k, v in index.items()})
 
+    @property
+    def kueue_watches(self) -> tuple[str, ...]:
+        """The rules' families Kueue watches (Workloads, each integration's and policy's kind, the queue kinds):
+        ``multikueuecluster.go`` ``setConfig`` opens one watch for Workloads and one per adapter that is a
+        ``MultiKueueWatcher``; the queue kinds' cache one each. ``wire.allow`` widenings do not count."""
+        return tuple(sorted({r.family for r in self.rules if r.shape.verb == "watch" and r.category != "allow"}))
+
     def check(self, head: RequestHead, target: Target | None) -> Rule | None:
         """The rule a request matches (None: discovery or another allowed path); :class:`ContractRefusal`
         when the contract does not allow it."""

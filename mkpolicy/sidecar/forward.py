@@ -26,6 +26,9 @@ from mkpolicy.sidecar.upstream import Upstream, UpstreamError, WorkerConnection
 if TYPE_CHECKING:
     from mkpolicy.sidecar.proxy import WorkerEndpoint
 
+#: Retry-After of a watch refused for the watch limit (one of the client's watches must end first).
+WATCH_RETRY_SECONDS = 5
+
 #: Methods sent again on a fresh connection when a reused one turns out closed (as Go's
 #: client does: the worker cannot have acted on them).
 _REPLAYABLE = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
@@ -39,6 +42,8 @@ class Forwarder:
         self.upstream = upstream
         self.cluster = upstream.name
         self.metrics = endpoint.hub.metrics
+        #: Watches relayed now, per client address (bounded by ``maxWatchesPerAddress``).
+        self._watches: dict[str, int] = {}
 
     # -- the fast path ---------------------------------------------------------------------------
     def fast(self, client: ClientConnection) -> bool:
@@ -170,10 +175,43 @@ class Forwarder:
         self.upstream.release(conn, not resp.close)
         return raw
 
+    # -- watches ------------------------------------------------------------------------------
+    def _admit_watch(self, peer: str) -> None:
+        """Count a watch of ``peer``; StatusError 429 when it holds ``maxWatchesPerAddress`` already."""
+        held = self._watches.get(peer, 0)
+        kueue = self.endpoint.hub.contract.kueue_watches
+        limit = self.upstream.limits.watch_limit(len(kueue))
+        if held >= limit:
+            self.metrics.refusals.labels(self.cluster, "", "WatchLimit").inc()
+            raise StatusError(
+                429,
+                f"mkpolicy sidecar: too many watches from {peer}: it holds {held} on this endpoint, and "
+                f"limits.maxWatchesPerAddress is {limit} (Kueue watches {len(kueue)} kinds here: "
+                f"{', '.join(kueue) or 'none'}); retry once one of them ends",
+                details={"retryAfterSeconds": WATCH_RETRY_SECONDS},
+            )
+        self._watches[peer] = held + 1
+
+    def _watch_ended(self, peer: str) -> None:
+        left = self._watches.get(peer, 0) - 1
+        if left > 0:
+            self._watches[peer] = left
+        else:
+            self._watches.pop(peer, None)
+
     # -- pass-through -----------------------------------------------------------------------
     async def passthrough(self, exchange: Exchange, target: Target | None, sent: WorkerConnection | None) -> int:
         """Relay a request to the worker and its answer back as the bytes that came (watches included)."""
-        watching = target is not None and target.verb == "watch"
+        if target is None or target.verb != "watch":
+            return await self._relay(exchange, False, sent)
+        peer = exchange.conn.peer
+        self._admit_watch(peer)
+        try:
+            return await self._relay(exchange, True, sent)
+        finally:
+            self._watch_ended(peer)
+
+    async def _relay(self, exchange: Exchange, watching: bool, sent: WorkerConnection | None) -> int:
         head = exchange.head
         out = self.upstream.head(head.method, head.target, head.headers)
         body: bytes | None = None

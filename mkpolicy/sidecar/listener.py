@@ -239,6 +239,11 @@ class ClientConnection(Connection):
             self.trusted = True
             self.listener._untrusted.pop(self, None)
 
+    @property
+    def between_requests(self) -> bool:
+        """Idle between two requests: no exchange in progress, nothing of the next one received."""
+        return self.idle and self.exchange is None and not self.fast_busy and not self.buffer
+
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
         self.listener._untrusted.pop(self, None)
@@ -432,6 +437,11 @@ class ClientConnection(Connection):
                 break
 
 
+def _close_if_cancelled(client: socket.socket, task: asyncio.Task[None]) -> None:
+    if task.cancelled():
+        client.close()
+
+
 def small_tls_buffers() -> None:
     """Give asyncio's TLS connections a receive buffer of one TLS record instead of 256 KiB.
 
@@ -474,8 +484,8 @@ class Listener:
         self._connections: set[ClientConnection] = set()
         #: Connections counted against the limit: handshaking or open.
         self._count = 0
-        #: Handshakes and connections not authenticated yet, oldest first -> how to end them.
-        self._untrusted: dict[object, Callable[[], object]] = {}
+        #: Handshakes and connections not authenticated yet, oldest first -> (client address, how to end them).
+        self._untrusted: dict[object, tuple[str, Callable[[], object]]] = {}
         #: Unauthenticated connections ended to make room (``reservedConnections``).
         self.evicted = 0
         #: Connections (handshaking or open) per client address.
@@ -525,27 +535,30 @@ class Listener:
                 continue
             peer = str(address[0]) if isinstance(address, tuple) else str(address)
             limits = self.limits
-            if (
-                self._count >= limits.max_connections
-                or self._per_peer.get(peer, 0) >= limits.max_connections_per_address
+            if (self._per_peer.get(peer, 0) >= limits.max_connections_per_address and not self._make_room(peer)) or (
+                self._count >= limits.max_connections and not self._make_room(None)
             ):
                 self.refused += 1
                 with contextlib.suppress(OSError):  # a reset, not a lingering close: nothing is kept
                     client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
                 client.close()
                 continue
-            if self._untrusted and len(self._untrusted) >= self.limits.max_connections - self.limits.reserve:
+            if len(self._untrusted) >= self.limits.max_connections - self.limits.reserve:
                 # the slots left are kept for authenticated clients (Kueue): the oldest
                 # unauthenticated connection makes room, so idle or slow ones cannot lock Kueue out
-                key = next(iter(self._untrusted))
-                self._untrusted.pop(key)()
-                self.evicted += 1
+                self._end_untrusted(None)
             self._count += 1
             self._per_peer[peer] = self._per_peer.get(peer, 0) + 1
             task = loop.create_task(self._handshake(client, peer))
             self._handshakes.add(task)
             task.add_done_callback(self._handshakes.discard)
-            self._untrusted[task] = functools.partial(self._evict_handshake, task, peer)
+            # a handshake ended before it ran (made room for a newer one) never closed its socket
+            task.add_done_callback(functools.partial(_close_if_cancelled, client))
+            self._untrusted[task] = (peer, functools.partial(self._evict_handshake, task, peer))
+            # sock_accept returns at once while the backlog holds connections: without a turn of the
+            # loop here a burst would be accepted (and its oldest ended to make room) before any of
+            # them is read, a probe among them included
+            await asyncio.sleep(0)
 
     async def _handshake(self, client: socket.socket, peer: str) -> None:
         loop = asyncio.get_running_loop()
@@ -576,7 +589,39 @@ class Listener:
                 made[0].abort()
             return
         if self._untrusted.pop(task, None) is not None and made and not made[0].trusted and made[0].writable:
-            self._untrusted[made[0]] = functools.partial(self._evict_connection, made[0])
+            self._untrusted[made[0]] = (peer, functools.partial(self._evict_connection, made[0]))
+
+    def _make_room(self, peer: str | None) -> bool:
+        """End one connection to make room for a new one from ``peer`` (None: from anywhere); False: none may.
+
+        The oldest unauthenticated connection (of ``peer``) goes first, else the authenticated
+        connection idle the longest between two requests (of ``peer``, else of the address
+        holding the most connections): a client may close an idle keep-alive connection at any
+        time (RFC 9112 9.6), and Go's transport then sends its next request on a new one. So
+        neither a flood from the probes' own address nor a token holder's idle connections
+        keep the kubelet or Kueue out; a request or a watch in progress is never ended.
+        """
+        if self._end_untrusted(peer):
+            return True
+        idle = [c for c in self._connections if c.trusted and c.between_requests and (peer is None or c.peer == peer)]
+        if not idle:
+            return False
+        if peer is None:
+            top = max(self._per_peer.get(c.peer, 0) for c in idle)
+            idle = [c for c in idle if self._per_peer.get(c.peer, 0) == top]
+        self._evict_connection(min(idle, key=lambda c: c.last_active))
+        self.evicted += 1
+        return True
+
+    def _end_untrusted(self, peer: str | None) -> bool:
+        """End the oldest unauthenticated connection or handshake (of ``peer``); False: there is none."""
+        for key, (owner, evict) in self._untrusted.items():
+            if peer is None or owner == peer:
+                del self._untrusted[key]
+                evict()
+                self.evicted += 1
+                return True
+        return False
 
     def _evict_handshake(self, task: asyncio.Task[None], peer: str) -> None:
         """End a handshake to make room; its slot is free at once (a burst of accepts sees it)."""

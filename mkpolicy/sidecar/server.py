@@ -34,7 +34,7 @@ from mkpolicy.sidecar.logs import fields, plain_error
 from mkpolicy.sidecar.mainstatus import Written, write_status
 from mkpolicy.sidecar.manager_checks import bypass_state, crd_report
 from mkpolicy.sidecar.metrics import Metrics
-from mkpolicy.sidecar.ops import ops_handler
+from mkpolicy.sidecar.ops import OpsServer
 from mkpolicy.sidecar.policies import Entry, PolicySet, PolicyStore, ReloadError, holds_yaml
 from mkpolicy.sidecar.proxy import WorkerEndpoint
 from mkpolicy.sidecar.transform import measure
@@ -82,7 +82,7 @@ class Sidecar:
         self._links: dict[str, WorkerLink] = {}
         #: Workers whose Secret --wire could not point at the sidecar, and why.
         self._wiring_problems: dict[str, str] = {}
-        self._ops: Listener | None = None
+        self._ops: OpsServer | None = None
         self._listeners: list[Listener] = []
         self._ports: dict[str, int] = {}
         self._ops_port = 0
@@ -228,6 +228,8 @@ class Sidecar:
             checks.append(f"ok last-reload (rejected, previous set kept): {self._store.last_error.splitlines()[0]}")
         if self.closing:
             checks.append("fail shutdown: draining")
+        elif not self._started:
+            checks.append("fail start: the endpoints are not listening yet")
         return not any(c.startswith("fail") for c in checks), checks
 
     @property
@@ -392,8 +394,9 @@ class Sidecar:
                 continue
 
     async def _start_ops(self) -> None:
-        # the endpoints' listener and limits: the ops port is bounded before anything is read too
-        self._ops = Listener(ops_handler(self.readiness, self.metrics), None, None, self.config.limits)
+        # the endpoints' listener and limits (bounded before anything is read too), on a thread of its
+        # own: the probes are answered while the endpoints' loop is busy
+        self._ops = OpsServer(self.readiness, self.metrics, self.config.limits)
         self._ops_port = await self._ops.start(self.config.ops.address, self.config.ops.port)
 
     async def _start_endpoint(self, worker: Worker, port: int) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-#: HTTP code -> the Status ``reason`` the API server uses for it.
+#: HTTP code -> the Status ``reason`` the API server uses for it (apimachinery pkg/apis/meta/v1/types.go).
 REASONS = {
     400: "BadRequest",
     401: "Unauthorized",
@@ -12,8 +12,10 @@ REASONS = {
     404: "NotFound",
     405: "MethodNotAllowed",
     409: "Conflict",
+    413: "RequestEntityTooLarge",
     415: "UnsupportedMediaType",
     422: "Invalid",
+    429: "TooManyRequests",
     500: "InternalError",
     502: "InternalError",
     503: "ServiceUnavailable",

@@ -19,6 +19,7 @@ import pytest
 from test_sidecar_wire import (
     JSON_ANSWER,
     Request,
+    StubHub,
     read_response,
     replying,
     watch_script,
@@ -33,6 +34,7 @@ from mkpolicy.kube.target import parse_target
 from mkpolicy.sidecar.config import Limits
 from mkpolicy.sidecar.endpoints import load_or_create
 from mkpolicy.sidecar.http1 import ResponseHead
+from mkpolicy.sidecar.kueueconfig import KueueInfo
 from mkpolicy.sidecar.paths import target_of
 from mkpolicy.sidecar.relay import respond_json
 from mkpolicy.sidecar.status import StatusError
@@ -221,15 +223,39 @@ def test_switching_protocols_and_informational_answers_are_not_reused(fast: bool
 # -- unauthenticated exhaustion -----------------------------------------------------------------------------
 
 
+async def busy(w: Any, count: int, local: str = "127.0.0.1") -> list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+    """``count`` connections from ``local``, each holding a watch open (nothing may end them to make room)."""
+    held = []
+    for _ in range(count):
+        reader, writer = await connect_from(w, local)
+        writer.write(w.get("/api/v1/pods?watch=true"))
+        await reader.readuntil(b"}\n\r\n")  # the watch's first event: it is relayed, in progress
+        held.append((reader, writer))
+    return held
+
+
+async def connect_from(w: Any, local: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A TLS connection to the endpoint from the loopback address ``local`` (127.0.0.0/8 is all local)."""
+    ctx = ssl.create_default_context(cadata=w.hub.credentials.ca.cert_pem.decode())
+    return await asyncio.open_connection(
+        "127.0.0.1", w.port, ssl=ctx, local_addr=(local, 0), server_hostname="127.0.0.1", limit=1 << 24
+    )
+
+
+HELD_WATCH = watch_script([b'{"type":"ADDED","object":{}}\n'], end=False)
+
+
 def test_connections_above_the_limit_are_closed_before_tls() -> None:
+    """Every slot held by a request in progress: a new connection is reset before any TLS work."""
+
     async def scenario() -> None:
-        async with wire(replying(JSON_ANSWER), limits=Limits(max_connections=4, reserved_connections=0)) as w:
-            held = [await w.connect() for _ in range(4)]
+        async with wire(HELD_WATCH, limits=Limits(max_connections=4, reserved_connections=0)) as w:
+            held = await busy(w, 4)
             with pytest.raises((ConnectionError, ssl.SSLError, asyncio.IncompleteReadError, OSError)):
                 reader, writer = await w.connect()
                 writer.write(w.get("/api/v1/pods"))
                 await read_response(reader)
-            assert w.listener.refused >= 1
+            assert w.listener.refused >= 1 and w.listener.evicted == 0
             for _, writer in held:
                 writer.close()
             for _ in range(100):  # the slots come back as the connections close
@@ -237,8 +263,8 @@ def test_connections_above_the_limit_are_closed_before_tls() -> None:
                     break
                 await asyncio.sleep(0.01)
             reader, writer = await w.connect()
-            writer.write(w.get("/api/v1/pods"))
-            assert await read_response(reader) == JSON_ANSWER
+            writer.write(w.get("/api/v1/pods?watch=true"))
+            assert await reader.readuntil(b"}\n\r\n")
 
     asyncio.run(scenario())
 
@@ -264,24 +290,119 @@ def test_idle_unauthenticated_connections_cannot_lock_kueue_out() -> None:
 
 
 def test_one_address_cannot_take_every_slot() -> None:
-    """``maxConnectionsPerAddress``: a flood from one address is reset, another address still connects."""
+    """``maxConnectionsPerAddress``: a flood from one address ends its own oldest connections (so a probe
+    from the same address still gets in) and leaves the other addresses their slots; slots held by
+    requests in progress are never ended: a newcomer from that address is reset then."""
 
     async def scenario() -> None:
         limits = Limits(max_connections=8, max_connections_per_address=3, reserved_connections=0)
-        async with wire(replying(JSON_ANSWER), limits=limits) as w:
-            held = [await w.connect() for _ in range(3)]
+        async with wire(HELD_WATCH, limits=limits) as w:
+            flood = [await w.connect() for _ in range(3)]
+            reader, writer = await w.connect()  # from the flood's own address
+            writer.write(w.get("/api/v1/pods?watch=true"))
+            assert await reader.readuntil(b"}\n\r\n")
+            assert await asyncio.wait_for(flood[0][0].read(), 5) == b""  # the oldest made room
+            assert w.listener.evicted == 1 and w.listener.refused == 0
+            held = [(reader, writer), *await busy(w, 2)]  # the address's three slots are busy now
             with pytest.raises((ConnectionError, ssl.SSLError, asyncio.IncompleteReadError, OSError)):
                 reader, writer = await w.connect()
                 writer.write(w.get("/api/v1/pods"))
                 await read_response(reader)
-            ctx = ssl.create_default_context(cadata=w.hub.credentials.ca.cert_pem.decode())
-            reader, writer = await asyncio.open_connection(
-                "127.0.0.1", w.port, ssl=ctx, local_addr=("127.0.0.2", 0), server_hostname="127.0.0.1"
-            )
+            assert w.listener.refused >= 1
+            reader, writer = await connect_from(w, "127.0.0.2")
+            writer.write(w.get("/api/v1/pods?watch=true"))
+            assert await reader.readuntil(b"}\n\r\n")
+            for _, held_writer in flood + held:
+                held_writer.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_token_holders_idle_connections_cannot_lock_kueue_out() -> None:
+    """A client with the endpoint token, from two addresses, fills every slot with authenticated
+    keep-alive connections it leaves idle: Kueue, from a third, still connects (the connection of the
+    fullest address idle the longest makes room), and Kueue's own watch is never ended."""
+
+    async def scenario() -> None:
+        script = replying(JSON_ANSWER)
+
+        async def worker(request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await (HELD_WATCH if "watch" in request.head.target else script)(request, reader, writer)
+
+        limits = Limits(max_connections=8, max_connections_per_address=5, reserved_connections=0)
+        async with wire(worker, limits=limits) as w:
+            kueue_watch = await busy(w, 1, "127.0.0.1")
+            hostile = []
+            for local in ("127.0.0.2", "127.0.0.3") * 4:
+                reader, writer = await connect_from(w, local)
+                writer.write(w.get("/api/v1/pods"))
+                assert await read_response(reader) == JSON_ANSWER  # authenticated, then left idle
+                hostile.append((reader, writer))
+            reader, writer = await connect_from(w, "127.0.0.1")  # Kueue's next connection
             writer.write(w.get("/api/v1/pods"))
             assert await read_response(reader) == JSON_ANSWER
-            assert w.listener.refused >= 1
-            for _, held_writer in held:
+            assert w.listener.evicted >= 1 and w.listener.refused == 0
+            watch_reader, _ = kueue_watch[0]
+            assert not watch_reader.at_eof()
+            assert [r.head.target for r in w.worker.requests].count("/api/v1/pods") == 9
+            for _, hostile_writer in hostile + kueue_watch:
+                hostile_writer.close()
+
+    asyncio.run(scenario())
+
+
+WATCHES = "?watch=true&allowWatchBookmarks=true&labelSelector=kueue.x-k8s.io%2Fmultikueue-origin%3Dm"
+KUEUE_WATCHES = ("/apis/kueue.x-k8s.io/v1beta2/workloads" + WATCHES, "/apis/batch/v1/jobs" + WATCHES)
+
+
+def test_a_token_holders_watches_cannot_lock_kueue_out() -> None:
+    """A client with the endpoint token, from two addresses, opens a watch on every connection it may
+    hold: each address gets ``maxWatchesPerAddress`` (by default twice the kinds Kueue watches, plus 4),
+    the others are answered 429 naming the limit, and Kueue (a third address) still opens its watches,
+    reconnects included, and reads. The recording worker shows every watch that reached it."""
+
+    async def scenario() -> None:
+        hub = StubHub()
+        hub.kueue = KueueInfo(version=(0, 19, 2), integrations=frozenset({"batch/job"}), external_frameworks=())
+
+        async def worker(request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await (HELD_WATCH if "watch=" in request.head.target else replying(JSON_ANSWER))(request, reader, writer)
+
+        limits = Limits(max_connections=24, max_connections_per_address=12, reserved_connections=0)
+        async with wire(worker, hub=hub, limits=limits) as w:
+            hostile, refusals = [], []
+            for local in ("127.0.0.2", "127.0.0.3"):
+                for i in range(12):
+                    reader, writer = await connect_from(w, local)
+                    writer.write(w.get(KUEUE_WATCHES[i % 2]))
+                    head = await reader.readuntil(b"\r\n\r\n")
+                    if head.startswith(b"HTTP/1.1 429 "):
+                        refusals.append(head + await reader.readexactly(int(head.split(b"Content-Length: ")[1][:3])))
+                    else:
+                        await reader.readuntil(b"}\n\r\n")
+                    hostile.append((reader, writer))
+            assert len(refusals) == 8  # 8 watches held per address (Kueue watches 2 kinds: 2 x 2 + 4)
+            status = json.loads(refusals[0].partition(b"\r\n\r\n")[2])
+            assert status["code"] == 429 and status["reason"] == "TooManyRequests"
+            assert (
+                "limits.maxWatchesPerAddress is 8 (Kueue watches 2 kinds here: Workloads, integration batch/job)"
+                in (status["message"])
+            )
+            assert b"Retry-After: 5\r\n" in refusals[0]
+            assert w.metric("mkpolicy_sidecar_refusals_total", cluster="w", policy="", reason="WatchLimit") == 8
+            kueue = []
+            for path in KUEUE_WATCHES * 2:  # its watches, and their reconnects before the old ones ended
+                reader, writer = await connect_from(w, "127.0.0.1")
+                writer.write(w.get(path))
+                assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200 ")
+                await reader.readuntil(b"}\n\r\n")
+                kueue.append((reader, writer))
+            reader, writer = await connect_from(w, "127.0.0.1")
+            writer.write(w.get("/apis/kueue.x-k8s.io/v1beta2/namespaces/a/workloads/wl"))
+            assert await read_response(reader) == JSON_ANSWER
+            watches = [r for r in w.worker.requests if "watch=" in r.head.target]
+            assert len(watches) == 2 * 8 + 4
+            for _, held_writer in hostile + kueue:
                 held_writer.close()
 
     asyncio.run(scenario())

@@ -177,6 +177,9 @@ def test_check_mode(tmp_path: Path) -> None:
         assert "Workloads: watch" in contract and "policy tekton-pipelinerun: create" in contract
         assert "integration batch/job: patch" in contract and "policy argo-workflow: create" in contract
         assert "policy tekton-pipelinerun: patch" not in contract
+        watches = re.search(r"watches per client address: (\d+) \(limits.maxWatchesPerAddress; Kueue watches (\d+) ", contract)
+        assert watches is not None and int(watches[1]) == 2 * int(watches[2]) + 4
+        assert "Workloads, integration batch/job" in contract[watches.end() :]
         proc = mkpolicy_cmd("sidecar", "--check", "--policies", str(policies), "--config", str(bad_config))
         assert proc.returncode == 2
         assert "insecure-skip-tls-verify is not allowed" in proc.stderr and "tokenFile is not allowed" in proc.stderr

@@ -58,6 +58,9 @@ def test_config_fields_exist() -> None:
 def test_every_limit_is_documented() -> None:
     from mkpolicy.sidecar.config import Limits
 
-    documented = set(re.findall(r"\| `limits\.([a-zA-Z]+)` \| ([0-9.]+) \|", DOC))
-    defaults = {(info.alias or name, str(info.default)) for name, info in Limits.model_fields.items()}
+    documented = set(re.findall(r"\| `limits\.([a-zA-Z]+)` \| ([0-9.]+|unset) \|", DOC))
+    defaults = {
+        (info.alias or name, "unset" if info.default is None else str(info.default))
+        for name, info in Limits.model_fields.items()
+    }
     assert documented == {(alias, value.removesuffix(".0")) for alias, value in defaults}
