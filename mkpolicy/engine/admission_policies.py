@@ -9,12 +9,18 @@ ValidatingAdmissionPolicies (VAP, v1) do for a kind with ``spec.integration``:
 * :func:`default_queue_policy` — ``ApplyDefaultLocalQueue`` (``defaults.go``): the
   ``kueue.x-k8s.io/queue-name: default`` label when a LocalQueue named ``default`` exists in the
   object's namespace (``paramKind: LocalQueue``, ``paramRef: {name: default,
-  parameterNotFoundAction: Allow}``: without that queue the policy does not apply);
-* :func:`suspend_policy` — ``ApplyDefaultForSuspend``: a queued object is created suspended,
-  with the policy's ``suspend`` patches, and marked ``kueue.mkpolicy.io/suspended-by-kueue``
-  so that the controller's resume lifts only this suspension. An object the user creates
-  suspended is left unmarked. ``reinvocationPolicy: IfNeeded``: a queue label added later
-  (by the default-queue MAP, a webhook) still suspends;
+  parameterNotFoundAction: Allow}``: without that queue the policy does not apply); from
+  Kueue 0.19 only in namespaces ``managedJobsNamespaceSelector`` selects
+  (``ApplyDefaultLocalQueueWithManagedJobsNamespaceSelector``), the binding's
+  ``namespaceSelector``;
+* :func:`suspend_policy` — ``ApplyDefaultForSuspend`` (``WorkloadShouldBeSuspended``,
+  ``utils.go``): a queued object is created suspended, in any namespace, with the policy's
+  ``suspend`` patches, and marked ``kueue.mkpolicy.io/suspended-by-kueue`` so that the
+  controller's resume lifts only this suspension. With ``manageJobsWithoutQueueName`` a second
+  MAP suspends objects without a queue name too, bound to the namespaces
+  ``managedJobsNamespaceSelector`` selects. An object the user creates suspended is left
+  unmarked. ``reinvocationPolicy: IfNeeded``: a queue label added later (by the default-queue
+  MAP, a webhook) still suspends;
 * :func:`managed_by_policy` — ``ApplyDefaultForManagedBy``, as a per-cluster decision (a MAP
   cannot walk LocalQueue -> ClusterQueue -> AdmissionChecks): the managedBy field set to
   MultiKueue at creation on a manager cluster;
@@ -53,6 +59,8 @@ from mkpolicy.engine.mutation import CompiledMutation
 from mkpolicy.engine.workload import MAX_EXEC_TIME_LABEL, PRIORITY_CLASS_LABEL, QUEUE_LABEL
 from mkpolicy.errors import PolicyError
 from mkpolicy.jsonvalues import copy_json
+from mkpolicy.kube.kueueconfig import KueueConfig
+from mkpolicy.kube.labelselector import both
 from mkpolicy.policy import MULTIKUEUE_CONTROLLER, FrameworkPolicy, parse_gvk
 from mkpolicy.policy.model import SUSPENDED_BY_KUEUE, check_pointer
 from mkpolicy.policy.resources import plural
@@ -75,8 +83,12 @@ class AdmissionOptions:
     map_version: Literal["v1", "v1beta1"] = "v1"
     #: Prefix of every object name.
     name_prefix: str = "mkpolicy"
-    #: The bindings' ``matchResources.namespaceSelector`` (Kueue's ``managedJobsNamespaceSelector``).
+    #: Every binding's ``matchResources.namespaceSelector`` (Kueue's webhook configurations leave out
+    #: kube-system and Kueue's namespace; ``mkpolicy export admission`` does the same).
     namespace_selector: Mapping[str, Any] | None = None
+    #: Kueue's configuration: its version, ``manageJobsWithoutQueueName`` and
+    #: ``managedJobsNamespaceSelector`` (which narrows the default-queue and unqueued-suspend bindings).
+    kueue: KueueConfig = field(default_factory=KueueConfig)
     #: Render the default-LocalQueue MAP and VAP.
     default_local_queue: bool = True
     #: Render the managedBy MAP (a manager cluster whose queues all dispatch through MultiKueue).
@@ -186,6 +198,13 @@ def _rules(policy: FrameworkPolicy, operations: list[str]) -> dict[str, Any]:
     }
 
 
+def binding_selector(options: AdmissionOptions, *, managed_only: bool = False) -> dict[str, Any] | None:
+    """A binding's namespace selector: :attr:`AdmissionOptions.namespace_selector`, and with
+    ``managed_only`` Kueue's ``managedJobsNamespaceSelector`` as well."""
+    base = None if options.namespace_selector is None else dict(options.namespace_selector)
+    return both(base, options.kueue.selector) if managed_only else base
+
+
 def _map(
     name: str,
     policy: FrameworkPolicy,
@@ -195,6 +214,7 @@ def _map(
     mutations: list[dict[str, Any]],
     *,
     param_kind: bool = False,
+    managed_only: bool = False,
 ) -> list[dict[str, Any]]:
     api = f"{GROUP}/{options.map_version}"
     spec: dict[str, Any] = {}
@@ -209,8 +229,9 @@ def _map(
     binding: dict[str, Any] = {"policyName": name}
     if param_kind:
         binding["paramRef"] = {"name": "default", "parameterNotFoundAction": "Allow"}
-    if options.namespace_selector is not None:
-        binding["matchResources"] = {"namespaceSelector": copy_json(dict(options.namespace_selector))}
+    selector = binding_selector(options, managed_only=managed_only)
+    if selector is not None:
+        binding["matchResources"] = {"namespaceSelector": copy_json(selector)}
     return [
         {"apiVersion": api, "kind": "MutatingAdmissionPolicy", "metadata": {"name": name}, "spec": spec},
         {"apiVersion": api, "kind": "MutatingAdmissionPolicyBinding", "metadata": {"name": name}, "spec": binding},
@@ -235,21 +256,32 @@ def default_queue_policy(policy: FrameworkPolicy, options: AdmissionOptions = DE
     ]
     mutation = _mutation("ApplyConfiguration", _set_label(QUEUE_LABEL, "default"))
     name = _name(options, policy, "default-queue")
-    return _map(name, policy, options, ["CREATE"], conditions, [mutation], param_kind=True)
+    managed_only = options.kueue.at_least(0, 19)
+    return _map(name, policy, options, ["CREATE"], conditions, [mutation], param_kind=True, managed_only=managed_only)
 
 
 def suspend_policy(policy: FrameworkPolicy, options: AdmissionOptions = DEFAULTS) -> list[dict[str, Any]]:
-    """The MAP and binding that create queued objects suspended, with the marker."""
+    """The MAP and binding that create queued objects suspended, with the marker; with
+    ``manageJobsWithoutQueueName`` also the MAP and binding suspending unqueued objects in the
+    namespaces ``managedJobsNamespaceSelector`` selects."""
+    out = _suspend_map(policy, options, queued=True)
+    if options.kueue.manage_jobs_without_queue_name:
+        out += _suspend_map(policy, options, queued=False)
+    return out
+
+
+def _suspend_map(policy: FrameworkPolicy, options: AdmissionOptions, *, queued: bool) -> list[dict[str, Any]]:
     integration = policy.spec.integration
     if integration is None:
         raise PolicyError(f"policy {policy.name} has no spec.integration: there is nothing to suspend with")
     is_suspended = integration.is_suspended
     _object_only(policy, is_suspended, "integration.isSuspended")
-    conditions = [
-        _worker_copy(),
-        {"name": "queued", "expression": f'{_label("object", QUEUE_LABEL)} != ""'},
-        *_owner_condition(options),
-    ]
+    queue = (
+        {"name": "queued", "expression": f'{_label("object", QUEUE_LABEL)} != ""'}
+        if queued
+        else {"name": "no-queue-name", "expression": f'{_label("object", QUEUE_LABEL)} == ""'}
+    )
+    conditions = [_worker_copy(), queue, *_owner_condition(options)]
     marked = f'{_annotation("object", SUSPENDED_BY_KUEUE)} == "true"'
     mutations = [
         # First the marker, while the object is still as the user made it: only a running
@@ -266,7 +298,8 @@ def suspend_policy(policy: FrameworkPolicy, options: AdmissionOptions = DEFAULTS
         guard = f"{marked} && !({is_suspended})"
         empty = "[]" if item.type == "JSONPatch" else "Object{}"
         mutations.append(_mutation(item.type, f"{guard} ? ({text}) : {empty}"))
-    return _map(_name(options, policy, "suspend"), policy, options, ["CREATE"], conditions, mutations)
+    name = _name(options, policy, "suspend" if queued else "suspend-unqueued")
+    return _map(name, policy, options, ["CREATE"], conditions, mutations, managed_only=not queued)
 
 
 def managed_by_policy(policy: FrameworkPolicy, options: AdmissionOptions = DEFAULTS) -> list[dict[str, Any]]:
@@ -374,8 +407,9 @@ def _vap(
     binding: dict[str, Any] = {"policyName": name, "validationActions": ["Deny"]}
     if param_kind:
         binding["paramRef"] = {"name": "default", "parameterNotFoundAction": "Allow"}
-    if options.namespace_selector is not None:
-        binding["matchResources"] = {"namespaceSelector": copy_json(dict(options.namespace_selector))}
+    selector = binding_selector(options)
+    if selector is not None:
+        binding["matchResources"] = {"namespaceSelector": copy_json(selector)}
     return [
         {"apiVersion": api, "kind": "ValidatingAdmissionPolicy", "metadata": {"name": name}, "spec": spec},
         {"apiVersion": api, "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": name}, "spec": binding},

@@ -262,8 +262,13 @@ def test_the_cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     docs = [d for d in yaml.safe_load_all(out) if d]
     kinds = [d["kind"] for d in docs]
     assert kinds.count("MutatingAdmissionPolicy") == 3 and kinds.count("ValidatingAdmissionPolicy") == 2
+    # Every binding leaves out kube-system and Kueue's namespace (as Kueue's webhook configurations do)
+    # and binds where --namespace-label says; managedJobsNamespaceSelector (its default: the same
+    # exclusion) adds nothing more here.
+    system = {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", "kueue-system"]}
     assert all(
-        d["spec"]["matchResources"]["namespaceSelector"] == {"matchLabels": {"kueue": "on"}}
+        d["spec"]["matchResources"]["namespaceSelector"]
+        == {"matchLabels": {"kueue": "on"}, "matchExpressions": [system]}
         for d in docs
         if d["kind"].endswith("Binding")
     )
