@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mkpolicy.cel import Environment
-from mkpolicy.cel.ast import Ident
+from mkpolicy.cel.ast import Comprehension, Ident, Node
 from mkpolicy.engine.apply import merge_schema
 from mkpolicy.engine.expressions import Locator, PolicyExpression
 from mkpolicy.engine.generic import ORIGIN_LABEL, PREBUILT_WORKLOAD_KEY
@@ -72,6 +72,7 @@ LOCAL_QUEUE = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue"}
 ARGO_INSTANCE_ID_LABEL = "workflows.argoproj.io/controller-instanceid"
 #: The names admission expressions see (``object``, ``oldObject``, ``params``, ``variables``, ``request``).
 ADMISSION_VARIABLES = frozenset({"object", "oldObject", "params", "variables", "request"})
+IS_SUSPENDED_PATH = ("spec", "integration", "isSuspended")
 _DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 
 
@@ -167,10 +168,19 @@ def _owner_condition(options: AdmissionOptions) -> list[dict[str, str]]:
     return [{"name": "owner-not-managed-by-kueue", "expression": expression}]
 
 
-def _object_only(policy: FrameworkPolicy, text: str, where: str) -> None:
-    """Refuse an expression that needs more than ``object``: admission has no Workload, no params map."""
+def admission_dialect_gaps(ast: Node) -> list[tuple[int, str]]:
+    """(offset, what) of each construct in ``ast`` that mkpolicy's CEL has and kube-apiserver's
+    admission CEL does not: ``cel.bind`` (cel-go's ``ext.Bindings``, which the base environment of
+    k8s.io/apiserver ``pkg/cel/environment/base.go``, v1.36, does not load: "undeclared reference
+    to 'bind'")."""
+    return [(n.pos, "cel.bind") for n in ast.walk() if isinstance(n, Comprehension) and n.macro == "bind"]
+
+
+def _exportable(policy: FrameworkPolicy, text: str, path: tuple[str | int, ...], where: str) -> None:
+    """Refuse an expression that needs more than ``object`` (admission has no Workload, no params
+    map) or that kube-apiserver's admission CEL cannot compile (MKP607), located in the policy file."""
     env = Environment.of(ADMISSION_VARIABLES | {"managerObject", "workerObject", "workload", "podSetsInfo"})
-    expression = PolicyExpression(text, (), where, Locator(), env, typecheck=False)
+    expression = PolicyExpression(text, path, where, Locator(policy), env, typecheck=False)
     extra = sorted(
         {n.name for n in expression.ast.walk() if isinstance(n, Ident) and n.name in env.variables} - {"object"}
     )
@@ -178,6 +188,15 @@ def _object_only(policy: FrameworkPolicy, text: str, where: str) -> None:
         raise PolicyError(
             f"policy {policy.name}: {where} uses {', '.join(extra)}; an admission policy can only read the "
             "object (write it without variables and params to export it)"
+        )
+    gaps = admission_dialect_gaps(expression.ast)
+    if gaps:
+        offset, construct = gaps[0]
+        raise PolicyError(
+            f"MKP607 admission-dialect: policy {policy.name}: {where} uses {construct}, which kube-apiserver's "
+            "admission CEL does not have; expected an expression a MutatingAdmissionPolicy accepts (repeat the "
+            "bound expression instead)",
+            Locator(policy).locate(path, text, offset, where),
         )
 
 
@@ -275,7 +294,7 @@ def _suspend_map(policy: FrameworkPolicy, options: AdmissionOptions, *, queued: 
     if integration is None:
         raise PolicyError(f"policy {policy.name} has no spec.integration: there is nothing to suspend with")
     is_suspended = integration.is_suspended
-    _object_only(policy, is_suspended, "integration.isSuspended")
+    _exportable(policy, is_suspended, IS_SUSPENDED_PATH, "integration.isSuspended")
     queue = (
         {"name": "queued", "expression": f'{_label("object", QUEUE_LABEL)} != ""'}
         if queued
@@ -293,8 +312,9 @@ def _suspend_map(policy: FrameworkPolicy, options: AdmissionOptions, *, queued: 
         ),
     ]
     for i, item in enumerate(integration.suspend):
-        text, _ = patch_expression(item)
-        _object_only(policy, text, f"integration.suspend patch #{i + 1}")
+        text, field_name = patch_expression(item)
+        path = ("spec", "integration", "suspend", i, field_name, "expression")
+        _exportable(policy, text, path, f"integration.suspend patch #{i + 1}")
         guard = f"{marked} && !({is_suspended})"
         empty = "[]" if item.type == "JSONPatch" else "Object{}"
         mutations.append(_mutation(item.type, f"{guard} ? ({text}) : {empty}"))
@@ -421,7 +441,7 @@ def validation_policies(policy: FrameworkPolicy, options: AdmissionOptions = DEF
     integration = policy.spec.integration
     if integration is None:
         raise PolicyError(f"policy {policy.name} has no spec.integration: there is nothing to validate with")
-    _object_only(policy, integration.is_suspended, "integration.isSuspended")
+    _exportable(policy, integration.is_suspended, IS_SUSPENDED_PATH, "integration.isSuspended")
     update = 'request.operation == "UPDATE"'
     new_suspended = _as("object", integration.is_suspended)
     old_suspended = _as("oldObject", integration.is_suspended)

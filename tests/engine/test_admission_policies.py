@@ -349,3 +349,29 @@ def test_the_cli_reads_kueues_configuration(capsys: pytest.CaptureFixture[str], 
     assert "--managed-jobs-namespace-selector.matchLabels: expected a map" in capsys.readouterr().err
     assert main([*args, "--kueue-version", "v0.18.0"]) == 2
     assert "--kueue-version: expected a release mkpolicy follows (v0.19.2, v0.17.1)" in capsys.readouterr().err
+
+
+def test_cel_bind_is_refused_where_it_would_reach_kube_apiserver(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """MKP607: kube-apiserver's admission CEL has no cel.bind; the export refuses it, located."""
+    text = (ROOT / "policies/batchrun.yaml").read_text()
+    bound = "isSuspended: 'cel.bind(s, object.spec.?suspend, s.orValue(false))'"
+    text = text.replace("isSuspended: 'object.spec.?suspend.orValue(false)'", bound)
+    (tmp_path / "batchrun.yaml").write_text(text)
+    line = next(i for i, row in enumerate(text.splitlines(), 1) if bound in row)
+    column = text.splitlines()[line - 1].index("bind(") + 1
+    with pytest.raises(PolicyError) as err:
+        suspend_policy(load(str(tmp_path / "batchrun.yaml"))[0])
+    assert err.value.message.startswith(
+        "MKP607 admission-dialect: policy batchrun: integration.isSuspended uses cel.bind, which kube-apiserver's "
+        "admission CEL does not have"
+    )
+    assert (err.value.location.file, err.value.location.line, err.value.location.column) == (
+        str(tmp_path / "batchrun.yaml"), line, column)  # fmt: skip
+    assert main(["export", "admission", "--policies", str(tmp_path)]) == 1
+    assert f"batchrun.yaml:{line}:{column}" in capsys.readouterr().err
+    # The webhook configurations carry no policy CEL: that export still works.
+    (tmp_path / "ca.pem").write_bytes(b"-----BEGIN CERTIFICATE-----\n")
+    assert main(["export", "admission", "--policies", str(tmp_path), "--webhook", "ns/svc", "--ca-bundle",
+                 str(tmp_path / "ca.pem")]) == 0  # fmt: skip
