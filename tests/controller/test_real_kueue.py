@@ -237,8 +237,8 @@ def test_the_same_workload_and_start_as_kueues_own_batch_job_integration(kueue_c
             await asyncio.to_thread(admin.delete, "batch.example.com/v1alpha1", "BatchRun", "parity", NS)
             await eventually(lambda: (w := owned_by("BatchRun")) is None or condition(w, "Finished"), timeout=60,
                              what="the BatchRun's Workload released")  # fmt: skip
-            released = await eventually(lambda: (w := owned_by("Job")) is None or not w["metadata"].get("finalizers")
-                                        and w, timeout=60, what="the Job's Workload released")  # fmt: skip
+            released = await eventually(lambda: (w := owned_by("Job")) is None or (not w["metadata"].get("finalizers")
+                                        and w), timeout=60, what="the Job's Workload released")  # fmt: skip
             if isinstance(released, dict) and not condition(released, "Finished"):
                 assert kueue_cluster.version == "v0.17.1", "Kueue v0.19.2 finishes the Workload of a deleted Job"
                 await asyncio.to_thread(admin.delete, API, "Workload", released["metadata"]["name"], NS)
