@@ -1,6 +1,11 @@
 """A watch cache of one resource type (every namespace): LIST, then WATCH from the list's
 resourceVersion with bookmarks; 410 Gone or a broken stream relists. Each change calls the
-handlers with the old and new object (None for absent), as client-go's informers do."""
+handlers with the old and new object (None for absent), as client-go's informers do.
+
+Cached objects are kept without ``metadata.managedFields`` (controller-runtime's
+``TransformStripManagedFields``): nothing reads them, they are often the larger part of an
+object, and a PUT that omits them keeps the server's (``decodeLiveOrNew``,
+k8s.io/apimachinery ``pkg/util/managedfields/internal/fieldmanager.go``)."""
 
 from __future__ import annotations
 
@@ -59,6 +64,7 @@ class Informer:
     def observe(self, obj: dict[str, Any]) -> None:
         """Record an object this process just wrote (a newer resourceVersion than the cache's),
         so the next reconcile reads its own write, not the stale copy, before the watch delivers it."""
+        _strip(obj)
         key = key_of(obj)
         old = self._objects.get(key)
         if old is None or _newer(obj, old):
@@ -104,6 +110,7 @@ class Informer:
         while True:
             page = await self.client.get(self.info.path(), params)
             for item in page.get("items") or []:
+                _strip(item)
                 item.setdefault("apiVersion", self.info.api_version)
                 item.setdefault("kind", self.info.kind)
                 seen[key_of(item)] = item
@@ -130,6 +137,7 @@ class Informer:
                 self._version = version
             if kind == "BOOKMARK":
                 continue
+            _strip(obj)
             key = key_of(obj)
             old = self._objects.get(key)
             if kind == "DELETED":
@@ -147,6 +155,12 @@ class Informer:
                 handler(old, new)
             except Exception as exc:  # a handler bug must not stop the watch
                 log.error("informer handler failed", extra=fields(resource=self.info.resource, error=plain_error(exc)))
+
+
+def _strip(obj: dict[str, Any]) -> None:
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
 
 
 def _newer(a: dict[str, Any], b: dict[str, Any]) -> bool:

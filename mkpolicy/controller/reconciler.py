@@ -228,13 +228,15 @@ class JobReconciler:
 
     def managed(self, job: Mapping[str, Any]) -> bool:
         """Whether Kueue would reconcile ``job`` (``ReconcileGenericJob``'s gates, ``reconciler.go``):
-        its namespace exists and ``managedJobsNamespaceSelector`` selects it (v0.17.1: with the
+        ``managedJobsNamespaceSelector`` selects its namespace (v0.17.1: with the
         ``ManagedJobsNamespaceSelectorAlwaysRespected`` gate), and it has a queue name or
         ``manageJobsWithoutQueueName`` is on (and the selector selects its namespace)."""
         meta = job.get("metadata") or {}
         namespace = self.namespaces.get("", str(meta.get("namespace") or ""))
         if namespace is None:
-            return False  # "Namespace not found; skipping selector check"
+            # Kueue skips the job ("Namespace not found"); but a job's namespace exists until the job
+            # is gone, so here the Namespace watch is only behind: look again after the backoff.
+            raise Requeue(f"namespace {meta.get('namespace')} not in the cache yet")
         selected = self.selector.matches((namespace.get("metadata") or {}).get("labels"))
         if self.kueue.gate("ManagedJobsNamespaceSelectorAlwaysRespected") and not selected:
             return False  # "Namespace not opted in for Kueue management"
