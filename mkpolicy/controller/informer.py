@@ -2,16 +2,19 @@
 resourceVersion with bookmarks; 410 Gone or a broken stream relists. Each change calls the
 handlers with the old and new object (None for absent), as client-go's informers do.
 
-Cached objects are kept without ``metadata.managedFields`` (controller-runtime's
-``TransformStripManagedFields``): nothing reads them, they are often the larger part of an
-object, and a PUT that omits them keeps the server's (``decodeLiveOrNew``,
-k8s.io/apimachinery ``pkg/util/managedfields/internal/fieldmanager.go``)."""
+Cached objects are kept compact, for 10,000 jobs and their Workloads in 150 MiB: without
+``metadata.managedFields`` (controller-runtime's ``TransformStripManagedFields``: nothing reads
+them, they are often the larger part of an object, and a PUT that omits them keeps the server's:
+``decodeLiveOrNew``, k8s.io/apimachinery ``pkg/util/managedfields/internal/fieldmanager.go``), and
+with their keys and short strings interned: every object decoded on its own has its own copy of
+``metadata``, ``apiVersion``, ``containers``... which the interned ones replace by one."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -64,7 +67,7 @@ class Informer:
     def observe(self, obj: dict[str, Any]) -> None:
         """Record an object this process just wrote (a newer resourceVersion than the cache's),
         so the next reconcile reads its own write, not the stale copy, before the watch delivers it."""
-        _strip(obj)
+        obj = compact(obj)
         key = key_of(obj)
         old = self._objects.get(key)
         if old is None or _newer(obj, old):
@@ -110,9 +113,9 @@ class Informer:
         while True:
             page = await self.client.get(self.info.path(), params)
             for item in page.get("items") or []:
-                _strip(item)
                 item.setdefault("apiVersion", self.info.api_version)
                 item.setdefault("kind", self.info.kind)
+                item = compact(item)
                 seen[key_of(item)] = item
             meta = page.get("metadata") or {}
             token = meta.get("continue")
@@ -137,7 +140,7 @@ class Informer:
                 self._version = version
             if kind == "BOOKMARK":
                 continue
-            _strip(obj)
+            obj = compact(obj)
             key = key_of(obj)
             old = self._objects.get(key)
             if kind == "DELETED":
@@ -157,10 +160,27 @@ class Informer:
                 log.error("informer handler failed", extra=fields(resource=self.info.resource, error=plain_error(exc)))
 
 
-def _strip(obj: dict[str, Any]) -> None:
+#: Strings up to this length are interned (names, keys, label values, images; not uids).
+_INTERN = 32
+
+
+def compact(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` as the cache keeps it: no ``metadata.managedFields``, keys and short strings interned."""
     meta = obj.get("metadata")
-    if isinstance(meta, dict):
-        meta.pop("managedFields", None)
+    if isinstance(meta, dict) and "managedFields" in meta:
+        obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+    out: dict[str, Any] = _interned(obj)
+    return out
+
+
+def _interned(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {sys.intern(k) if isinstance(k, str) else k: _interned(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_interned(v) for v in value]
+    if isinstance(value, str) and len(value) <= _INTERN:
+        return sys.intern(value)
+    return value
 
 
 def _newer(a: dict[str, Any], b: dict[str, Any]) -> bool:

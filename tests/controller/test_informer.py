@@ -1,9 +1,11 @@
-"""The controller's watch caches keep objects without managedFields (controller-runtime's
-TransformStripManagedFields): memory, with 10,000 jobs and their Workloads cached."""
+"""The controller's watch caches keep objects compact (memory, with 10,000 jobs and their Workloads
+cached): without managedFields (controller-runtime's TransformStripManagedFields), keys and short
+strings shared between objects."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from mkpolicy.controller.informer import Informer
@@ -24,12 +26,15 @@ class _Pages:
 
 
 def obj(name: str, version: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": version, "managedFields": MANAGED}}
+    """As decoded from the server's JSON: strings of its own (not the literals')."""
+    decoded: dict[str, Any] = json.loads(json.dumps(
+        {"metadata": {"name": name, "namespace": "ns", "resourceVersion": version, "managedFields": MANAGED}}))  # fmt: skip
+    return decoded
 
 
 def test_listed_and_written_objects_are_cached_without_managed_fields() -> None:
     info = ResourceInfo("batch.example.com", "v1alpha1", "BatchRun", "batchruns", True)
-    client: Any = _Pages([obj("listed", "5")])
+    client: Any = _Pages([obj("listed", "5"), obj("other", "6")])
     informer = Informer(client, info)
     asyncio.run(informer._list())
     informer.observe(obj("written", "9"))
@@ -37,3 +42,8 @@ def test_listed_and_written_objects_are_cached_without_managed_fields() -> None:
         cached = informer.get("ns", name)
         assert cached is not None and "managedFields" not in cached["metadata"]
         assert cached["metadata"]["resourceVersion"] in ("5", "9")
+    listed, other = informer.get("ns", "listed"), informer.get("ns", "other")
+    assert listed is not None and other is not None
+    for a, b in zip(listed["metadata"], other["metadata"], strict=True):
+        assert a == b and a is b  # one copy of each key
+    assert listed["metadata"]["namespace"] is other["metadata"]["namespace"]
