@@ -194,7 +194,11 @@ async def rss(n: int) -> dict[str, Any]:
                     await asyncio.sleep(0.5)
         finally:
             proc.terminate()
-            proc.wait(30)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
     return {"jobs": n, "workloads": n, "submitted_s": round(submitted, 1), "workloads_made_s": round(all_made, 1),
             "rss_peak_mib": round(max(samples), 1), "rss_idle_mib": round(samples[-1], 1)}  # fmt: skip
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
-from mkpolicy.controller.equivalence import controller_of
+from mkpolicy.controller.equivalence import controller_of, owner_key
 from mkpolicy.controller.events import EventRecorder
 from mkpolicy.controller.informer import Informer, key_of
 from mkpolicy.controller.leader import LeaderElector
@@ -93,7 +93,8 @@ class Controller:
     async def start(self, ops_host: str = "127.0.0.1", ops_port: int | None = None) -> None:
         """Discover the kinds, start the caches, leader election, the workers and the ops server."""
         client = self.client
-        self.workloads = Informer(client, await client.discover("kueue.x-k8s.io", "v1beta2", "Workload"))
+        workloads = await client.discover("kueue.x-k8s.io", "v1beta2", "Workload")
+        self.workloads = Informer(client, workloads, index=owner_key)
         self.flavors = Informer(client, await client.discover("kueue.x-k8s.io", "v1beta2", "ResourceFlavor"))
         # Kueue reads each job's namespace (managedJobsNamespaceSelector): one watch instead of a GET each.
         self.namespaces = Informer(client, await client.discover("", "v1", "Namespace"))

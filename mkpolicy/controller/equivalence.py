@@ -166,6 +166,17 @@ def equivalent(
     return compare_pod_sets(job_pod_sets, stored, ignore)
 
 
+def owner_key(obj: Mapping[str, Any]) -> tuple[str, str, str, str] | None:
+    """The index of Workloads by controller owner (Kueue's ``OwnerReferenceIndexFieldMatcher``,
+    ``jobframework/indexer.go``): (namespace, owner's API group, kind, name), or None."""
+    owner = controller_of(obj)
+    if owner is None:
+        return None
+    namespace = str((obj.get("metadata") or {}).get("namespace") or "")
+    group = str(owner.get("apiVersion", "")).rpartition("/")[0]
+    return (namespace, group, str(owner.get("kind", "")), str(owner.get("name", "")))
+
+
 def controller_of(obj: Mapping[str, Any]) -> dict[str, Any] | None:
     """``metav1.GetControllerOf``: the owner reference with ``controller: true``."""
     for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
 from mkpolicy.jsonlogs import fields, plain_error
@@ -25,6 +25,8 @@ log = logging.getLogger("mkpolicy.controller.informer")
 
 Key = tuple[str, str]
 Handler = Callable[[dict[str, Any] | None, dict[str, Any] | None], None]
+#: An object's index value (None: not indexed).
+IndexFunc = Callable[[dict[str, Any]], Hashable | None]
 #: Objects per page when listing.
 PAGE = 500
 #: Retry delays after errors (seconds): exponential up to the last value.
@@ -42,12 +44,15 @@ def key_of(obj: dict[str, Any]) -> Key:
 class Informer:
     """The objects of one resource type, kept current; read with :meth:`get` and :meth:`items`."""
 
-    def __init__(self, client: KubeClient, info: ResourceInfo) -> None:
+    def __init__(self, client: KubeClient, info: ResourceInfo, index: IndexFunc | None = None) -> None:
         self.client = client
         self.info = info
         self.synced = asyncio.Event()
         self.handlers: list[Handler] = []
         self._objects: dict[Key, dict[str, Any]] = {}
+        #: client-go's Indexer: ``index(obj)`` -> the keys of the objects with that value.
+        self._index_func = index
+        self._index: dict[Hashable, set[Key]] = {}
         self._task: asyncio.Task[None] | None = None
         self._version = ""
 
@@ -64,6 +69,27 @@ class Informer:
             if namespace is None or ns == namespace:
                 yield obj
 
+    def indexed(self, value: Hashable) -> list[dict[str, Any]]:
+        """The cached objects whose index value is ``value`` (an index must be given)."""
+        return [self._objects[key] for key in self._index.get(value, ()) if key in self._objects]
+
+    def _store(self, key: Key, obj: dict[str, Any] | None) -> None:
+        """Put (None: remove) an object, keeping the index current."""
+        old = self._objects.pop(key, None) if obj is None else self._objects.get(key)
+        if self._index_func is not None:
+            before = self._index_func(old) if old is not None else None
+            after = self._index_func(obj) if obj is not None else None
+            if before != after and before is not None:
+                keys = self._index.get(before)
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del self._index[before]
+            if after is not None:
+                self._index.setdefault(after, set()).add(key)
+        if obj is not None:
+            self._objects[key] = obj
+
     def observe(self, obj: dict[str, Any]) -> None:
         """Record an object this process just wrote (a newer resourceVersion than the cache's),
         so the next reconcile reads its own write, not the stale copy, before the watch delivers it."""
@@ -71,7 +97,7 @@ class Informer:
         key = key_of(obj)
         old = self._objects.get(key)
         if old is None or _newer(obj, old):
-            self._objects[key] = obj
+            self._store(key, obj)
 
     def start(self) -> None:
         """List and watch in the background."""
@@ -123,7 +149,10 @@ class Informer:
                 self._version = str(meta.get("resourceVersion") or "")
                 break
             params = {"limit": str(PAGE), "continue": str(token)}
-        old_objects, self._objects = self._objects, seen
+        old_objects = self._objects
+        self._objects, self._index = {}, {}
+        for key, obj in seen.items():
+            self._store(key, obj)
         for key, obj in seen.items():
             self._notify(old_objects.get(key), obj)
         for key, obj in old_objects.items():
@@ -144,12 +173,12 @@ class Informer:
             key = key_of(obj)
             old = self._objects.get(key)
             if kind == "DELETED":
-                self._objects.pop(key, None)
+                self._store(key, None)
                 self._notify(old, None)
             elif kind in ("ADDED", "MODIFIED"):
                 if old is not None and _newer(old, obj):
                     continue  # our own newer write is already here
-                self._objects[key] = obj
+                self._store(key, obj)
                 self._notify(old, obj)
 
     def _notify(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:

@@ -144,16 +144,8 @@ class JobReconciler:
     # -- reads ---------------------------------------------------------------------------------
     def owned_workloads(self, namespace: str, name: str) -> list[dict[str, Any]]:
         """The Workloads whose controller is the job ``namespace/name`` of this kind."""
-        out = []
-        for wl in self.workloads.items(namespace):
-            owner = controller_of(wl)
-            if (
-                owner is not None
-                and owner.get("kind") == self.kind
-                and owner.get("name") == name
-                and str(owner.get("apiVersion", "")).split("/")[0] == self.api_version.split("/")[0]
-            ):
-                out.append(wl)
+        group = self.api_version.rpartition("/")[0]
+        out = self.workloads.indexed((namespace, group, self.kind, name))
         return sorted(out, key=lambda w: str(w["metadata"].get("creationTimestamp", "")))
 
     def flavor_map(self) -> dict[str, dict[str, Any]]:

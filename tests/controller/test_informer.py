@@ -47,3 +47,26 @@ def test_listed_and_written_objects_are_cached_without_managed_fields() -> None:
     for a, b in zip(listed["metadata"], other["metadata"], strict=True):
         assert a == b and a is b  # one copy of each key
     assert listed["metadata"]["namespace"] is other["metadata"]["namespace"]
+
+
+def test_the_owner_index_follows_adds_updates_and_deletes() -> None:
+    """Workloads by controller owner (Kueue's OwnerReferenceIndexFieldMatcher): a reconcile reads a
+    job's Workloads without walking every Workload."""
+    from mkpolicy.controller.equivalence import owner_key
+
+    def wl(name: str, owner: str | None, version: str) -> dict[str, Any]:
+        refs = [{"apiVersion": "batch.example.com/v1alpha1", "kind": "BatchRun", "name": owner, "controller": True}]
+        return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": version,
+                             "ownerReferences": refs if owner else []}}  # fmt: skip
+
+    info = ResourceInfo("kueue.x-k8s.io", "v1beta2", "Workload", "workloads", True)
+    client: Any = _Pages([wl("w1", "a", "1"), wl("w2", "a", "2"), wl("w3", None, "3")])
+    informer = Informer(client, info, index=owner_key)
+    asyncio.run(informer._list())
+    a, b = ("ns", "batch.example.com", "BatchRun", "a"), ("ns", "batch.example.com", "BatchRun", "b")
+    assert sorted(w["metadata"]["name"] for w in informer.indexed(a)) == ["w1", "w2"]
+    informer.observe(wl("w2", "b", "4"))  # its owner changed
+    assert [w["metadata"]["name"] for w in informer.indexed(a)] == ["w1"]
+    assert [w["metadata"]["name"] for w in informer.indexed(b)] == ["w2"]
+    informer._store(("ns", "w1"), None)  # deleted
+    assert informer.indexed(a) == [] and len(informer) == 2
