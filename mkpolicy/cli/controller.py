@@ -74,8 +74,8 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(adapters, int):
         return adapters
     try:
-        config = cluster_config(args.kubeconfig, args.context)
         options = ControllerOptions.from_kueue(kueue_config(args))
+        config = cluster_config(args.kubeconfig, args.context)
     except MkpolicyError as exc:
         error(str(exc))
         return EXIT_USAGE
