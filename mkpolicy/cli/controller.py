@@ -43,16 +43,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     add_kueue_config_arguments(parser, workload=True)
     parser.add_argument(
-        "--label-keys-to-copy", default=None, metavar="K1,K2", help="Kueue's integrations.labelKeysToCopy"
+        "--label-keys-to-copy",
+        default=None,
+        metavar="K1,K2",
+        help="Kueue's integrations.labelKeysToCopy (overrides --kueue-config)",
     )
     parser.add_argument(
-        "--short-workload-names", action="store_true", help="Kueue's ShortWorkloadNames gate (63-character names)"
+        "--short-workload-names", action="store_true", help="Kueue's ShortWorkloadNames gate on (63-character names)"
     )
     parser.add_argument(
         "--no-partial-admission", action="store_true", help="Kueue's PartialAdmission gate off (minCount dropped)"
     )
     parser.add_argument(
-        "--wait-for-pods-ready", action="store_true", help="Kueue's waitForPodsReady: keep PodsReady up to date"
+        "--wait-for-pods-ready", action="store_true", help="Kueue's waitForPodsReady on: keep PodsReady up to date"
     )
 
 

@@ -1,6 +1,7 @@
 """One job kind's reconciler: Kueue v0.19.2's ``ReconcileGenericJob``
 (``pkg/controller/jobframework/reconciler.go``) for the non-composable, non-elastic case, with a
-policy's ``spec.integration`` as the ``GenericJob``.
+policy's ``spec.integration`` as the ``GenericJob``; where v0.17.1's differs (``ControllerOptions.kueue``
+says which Kueue runs), as v0.17.1 does it.
 
 The steps, in Kueue's order (each names the Go it follows):
 
