@@ -10,6 +10,14 @@ in its caches.
 
     python bench/controller.py --jobs 1000
 
+With ``--rss N``: the controller's own RSS holding N jobs and their N Workloads. A real
+kube-apiserver (on etcd, the real-peer harness; no Kueue: nothing needs admitting), N BatchRuns
+submitted suspended and queued, then ``mkpolicy controller`` started as a process of its own,
+which lists and watches them, creates the N Workloads and keeps both in its caches. Its RSS
+(``/proc/PID/status``) is sampled until every Workload exists and the controller is idle.
+
+    python bench/controller.py --rss 10000
+
 Goal (docs/integration.md, issue "declarative integration"): mkpolicy within 2x of the Go
 integration; RSS with 10,000 jobs at most 150 MiB. Needs Go (the harness builds the peers).
 """
@@ -37,9 +45,9 @@ TEMPLATE = {"spec": {"restartPolicy": "Never", "containers": [
     {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "10m"}}}]}}  # fmt: skip
 
 
-def rss_mib() -> float:
-    """This process's resident set (VmRSS), MiB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
+def rss_mib(pid: int | str = "self") -> float:
+    """A process's resident set (VmRSS), MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
@@ -136,10 +144,73 @@ async def run(n: int) -> dict[str, Any]:
             "rss_mib": round(rss, 1), "objects_cached": cached}  # fmt: skip
 
 
+async def count(client: Any, path: str) -> int:
+    """How many objects the collection ``path`` holds (one item listed: remainingItemCount)."""
+    page = await client.get(f"{path}?limit=1")
+    return len(page.get("items") or []) + int((page.get("metadata") or {}).get("remainingItemCount") or 0)
+
+
+async def rss(n: int) -> dict[str, Any]:
+    import subprocess
+    import tempfile
+
+    from controller_harness import CRD, batchrun, client
+
+    from mkpolicy.testing.peers.controlplane import ControlPlane
+    from mkpolicy.testing.peers.processes import free_port
+
+    crd_dir = ROOT / "mkpolicy" / "testing" / "crds"
+    crds = [yaml.safe_load((crd_dir / f"kueue.x-k8s.io_{r}.yaml").read_text())
+            for r in ("workloads", "resourceflavors", "localqueues", "clusterqueues")]  # fmt: skip
+    with ControlPlane(log=lambda line: print(f"[peers] {line}", file=sys.stderr)) as plane, \
+            tempfile.TemporaryDirectory() as tmp:  # fmt: skip
+        cluster = plane.add_cluster("rss")
+        cluster.install_crds([*crds, yaml.safe_load(CRD.read_text())])
+        admin = cluster.admin
+        admin.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        started = time.monotonic()
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(admin.create, (batchrun(f"b{i}", namespace=NS) for i in range(n))))
+        submitted = time.monotonic() - started
+        kubeconfig = cluster.write_kubeconfig(Path(tmp) / "kubeconfig")
+        port = free_port()
+        argv = [sys.executable, "-m", "mkpolicy", "controller", "--policies", str(ROOT / "policies/batchrun.yaml"),
+                "--kubeconfig", str(kubeconfig), "--no-leader-election", "--ops-address", "127.0.0.1",
+                "--ops-port", str(port), "--log-level", "warning"]  # fmt: skip
+        proc = subprocess.Popen(argv, stderr=subprocess.DEVNULL)
+        samples: list[float] = []
+        try:
+            async with client(cluster) as kube:
+                path = f"/apis/{API}/namespaces/{NS}/workloads"
+                begun = time.monotonic()
+                while (have := await count(kube, path)) < n:
+                    samples.append(rss_mib(proc.pid))
+                    if proc.poll() is not None or time.monotonic() - begun > 3600:
+                        raise SystemExit(f"controller exited or stalled: {have} of {n} Workloads")
+                    await asyncio.sleep(1.0)
+                all_made = time.monotonic() - begun
+                for _ in range(20):  # idle: the last events applied, the queue drained
+                    samples.append(rss_mib(proc.pid))
+                    await asyncio.sleep(0.5)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    return {"jobs": n, "workloads": n, "submitted_s": round(submitted, 1), "workloads_made_s": round(all_made, 1),
+            "rss_peak_mib": round(max(samples), 1), "rss_idle_mib": round(samples[-1], 1)}  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=1000, help="jobs of each kind (default 1000)")
+    parser.add_argument("--rss", type=int, metavar="N", help="measure the controller's RSS with N jobs instead")
     args = parser.parse_args()
+    if args.rss:
+        print(json.dumps(asyncio.run(rss(args.rss)), indent=2))
+        return
     result = asyncio.run(run(args.jobs))
     go, mk = result["go"], result["mkpolicy"]
     result["ratio_workloads"] = round(mk["workloads"] / go["workloads"], 2)

@@ -90,6 +90,12 @@ _CATALOG = [
     Rule("MKP604", "pod-sets-shape", "error", "integration.podSets does not fit the Workload API's podSets."),
     Rule("MKP605", "inject-restore-round-trip", "error", "restore(inject(object)) is not the object (test suites)."),
     Rule("MKP606", "resume-lifts-user-suspend", "error", "resume changes an object the user suspended (test suites)."),
+    Rule(
+        "MKP607",
+        "admission-dialect",
+        "warning",
+        "isSuspended or a suspend patch uses CEL kube-apiserver's admission policies refuse (cel.bind).",
+    ),
 ]
 
 #: Rule ID -> rule, in catalog order.

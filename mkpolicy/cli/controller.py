@@ -8,6 +8,14 @@ finishes the Workload when the object finishes, and adopts prebuilt Workloads on
 workers. Reads go through watch caches; one instance at a time reconciles (a Lease).
 Probes and Prometheus metrics are served on --ops-port; logs are JSON on stderr.
 
+It follows Kueue's configuration as Kueue's job framework does: --kueue-config reads Kueue's
+Configuration (namespace, manageJobsWithoutQueueName, managedJobsNamespaceSelector,
+integrations.labelKeysToCopy, waitForPodsReady, featureGates); the options below override it.
+Objects in namespaces managedJobsNamespaceSelector does not select are left alone (default:
+every namespace but kube-system and Kueue's); objects without a queue-name label are queued
+only with manageJobsWithoutQueueName. --kueue-version picks the Kueue release whose job
+framework it follows where releases differ (v0.19.2, v0.17.1).
+
 Exit codes: 0 clean shutdown (SIGTERM), 1 invalid policies, 2 bad arguments or kubeconfig,
 3 the lease was lost (restart to campaign again).
 """
@@ -15,6 +23,8 @@ Exit codes: 0 clean shutdown (SIGTERM), 1 invalid policies, 2 bad arguments or k
 from __future__ import annotations
 
 import argparse
+
+from mkpolicy.cli.common import add_kueue_config_arguments
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -30,31 +40,35 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lease-namespace", default="kueue-system", help="namespace of the leader Lease")
     parser.add_argument("--lease-name", default="mkpolicy-controller", help="name of the leader Lease")
     parser.add_argument("--no-leader-election", action="store_true", help="reconcile without holding the Lease")
+    parser.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    add_kueue_config_arguments(parser, workload=True)
     parser.add_argument(
-        "--label-keys-to-copy", default="", metavar="K1,K2", help="Kueue's integrations.labelKeysToCopy"
+        "--label-keys-to-copy",
+        default=None,
+        metavar="K1,K2",
+        help="Kueue's integrations.labelKeysToCopy (overrides --kueue-config)",
     )
     parser.add_argument(
-        "--short-workload-names", action="store_true", help="Kueue's ShortWorkloadNames gate (63-character names)"
+        "--short-workload-names", action="store_true", help="Kueue's ShortWorkloadNames gate on (63-character names)"
     )
     parser.add_argument(
         "--no-partial-admission", action="store_true", help="Kueue's PartialAdmission gate off (minCount dropped)"
     )
     parser.add_argument(
-        "--wait-for-pods-ready", action="store_true", help="Kueue's waitForPodsReady: keep PodsReady up to date"
+        "--wait-for-pods-ready", action="store_true", help="Kueue's waitForPodsReady on: keep PodsReady up to date"
     )
-    parser.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the controller until SIGTERM."""
     import asyncio
+    import dataclasses
     import os
     import signal
     import socket
 
-    from mkpolicy.cli.common import EXIT_OK, EXIT_USAGE, cluster_config, error, integration_adapters
+    from mkpolicy.cli.common import EXIT_OK, EXIT_USAGE, cluster_config, error, integration_adapters, kueue_config
     from mkpolicy.controller import Controller, ControllerOptions
-    from mkpolicy.engine.workload import WorkloadOptions
     from mkpolicy.errors import MkpolicyError
     from mkpolicy.jsonlogs import setup_logging
     from mkpolicy.kube.client import KubeClient
@@ -63,18 +77,22 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(adapters, int):
         return adapters
     try:
+        options = ControllerOptions.from_kueue(kueue_config(args))
         config = cluster_config(args.kubeconfig, args.context)
     except MkpolicyError as exc:
         error(str(exc))
         return EXIT_USAGE
     setup_logging(args.log_level)
-    options = ControllerOptions(
-        workload=WorkloadOptions(
-            label_keys_to_copy=frozenset(k for k in args.label_keys_to_copy.split(",") if k),
-            short_names=args.short_workload_names,
-            partial_admission=not args.no_partial_admission,
-        ),
-        wait_for_pods_ready=args.wait_for_pods_ready,
+    workload = options.workload
+    if args.label_keys_to_copy is not None:
+        keys = frozenset(k for k in args.label_keys_to_copy.split(",") if k)
+        workload = dataclasses.replace(workload, label_keys_to_copy=keys)
+    if args.short_workload_names:
+        workload = dataclasses.replace(workload, short_names=True)
+    if args.no_partial_admission:
+        workload = dataclasses.replace(workload, partial_admission=False)
+    options = dataclasses.replace(
+        options, workload=workload, wait_for_pods_ready=options.wait_for_pods_ready or args.wait_for_pods_ready
     )
     identity = f"{socket.gethostname()}_{os.getpid()}"
 

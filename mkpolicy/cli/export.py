@@ -19,7 +19,11 @@ admission: for each policy with spec.integration, the MutatingAdmissionPolicies 
       ValidatingAdmissionPolicies (and bindings) of Kueue's job webhook: the default
       LocalQueue, suspension at creation (marked suspended-by-kueue), managedBy
       (--managed-by), Kueue's job validation; with --webhook, the webhook configurations
-      calling 'mkpolicy webhook' instead.
+      calling 'mkpolicy webhook' instead. They follow Kueue's configuration (--kueue-config,
+      --kueue-version, --manage-jobs-without-queue-name, --managed-jobs-namespace-selector):
+      the default LocalQueue only where managedJobsNamespaceSelector selects (Kueue 0.19),
+      and with manageJobsWithoutQueueName objects without a queue name suspended there too.
+      An expression kube-apiserver's admission CEL refuses (cel.bind: MKP607) is an error.
 
 crd-patch: the CRDs given with --crd (files, "-" for stdin) of the policies' kinds that
       would prune spec.managedBy (Argo's Workflow), with the field declared, to apply on
@@ -46,6 +50,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from mkpolicy import __version__
+from mkpolicy.cli.common import add_kueue_config_arguments
 
 if TYPE_CHECKING:
     from mkpolicy.policy import FrameworkPolicy
@@ -116,8 +121,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="bind only in namespaces with this label (Kueue's managedJobsNamespaceSelector; repeatable)",
+        help="bind every policy only in namespaces with this label (repeatable; by default every namespace "
+        "but kube-system and Kueue's, as Kueue's webhook configurations)",
     )
+    add_kueue_config_arguments(parser)
     parser.add_argument(
         "--crd",
         action="append",
@@ -262,15 +269,21 @@ def _deploy(args: argparse.Namespace, policies: list[FrameworkPolicy], config: S
 
 
 def _admission(args: argparse.Namespace, policies: list[FrameworkPolicy]) -> int:
-    from mkpolicy.cli.common import EXIT_OK, EXIT_USAGE, report_policy_error
+    from mkpolicy.cli.common import EXIT_OK, EXIT_USAGE, error, kueue_config, report_policy_error
     from mkpolicy.engine.admission_policies import (
         AdmissionOptions,
         admission_manifests,
         render,
         webhook_configurations,
     )
-    from mkpolicy.errors import PolicyError
+    from mkpolicy.errors import MkpolicyError, PolicyError
+    from mkpolicy.kube.labelselector import both, excluding
 
+    try:
+        kueue = kueue_config(args)
+    except MkpolicyError as exc:
+        error(str(exc))
+        return EXIT_USAGE
     labels = {}
     for item in args.namespace_label:
         key, sep, value = item.partition("=")
@@ -278,10 +291,14 @@ def _admission(args: argparse.Namespace, policies: list[FrameworkPolicy]) -> int
             print(f"mkpolicy export: --namespace-label: expected KEY=VALUE; found {item!r}", file=sys.stderr)
             return EXIT_USAGE
         labels[key] = value
+    # Kueue's webhook configurations leave out kube-system and its own namespace (config/components/webhook).
     options = AdmissionOptions(
         map_version=args.map_version,
         name_prefix=args.name_prefix,
-        namespace_selector={"matchLabels": labels} if labels else None,
+        namespace_selector=both(
+            excluding(("kube-system", kueue.namespace)), {"matchLabels": labels} if labels else None
+        ),
+        kueue=kueue,
         default_local_queue=not args.no_default_queue,
         managed_by=args.managed_by,
         managed_owner_kinds=frozenset(p.spec.framework for p in policies if p.spec.integration is not None),

@@ -3,7 +3,9 @@ for clusters without MutatingAdmissionPolicy: the same CEL, evaluated by mkpolic
 
 POST /mutate: the default LocalQueue (read from the cluster with --kubeconfig or the pod's
 service account), suspension at creation with the suspended-by-kueue marker, managedBy
-(--managed-by); POST /validate: Kueue's job validation. 'mkpolicy export admission --webhook
+(--managed-by); POST /validate: Kueue's job validation. Kueue's configuration is followed as in
+'mkpolicy export admission' (--kueue-config...): the namespace's labels are read for
+managedJobsNamespaceSelector. 'mkpolicy export admission --webhook
 NAMESPACE/SERVICE --ca-bundle FILE' renders the webhook configurations that call it.
 
 Exit codes: 0 clean shutdown (SIGTERM), 1 invalid policies, 2 bad arguments.
@@ -13,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 
+from mkpolicy.cli.common import add_kueue_config_arguments
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``mkpolicy webhook``."""
@@ -21,10 +25,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tls-key", required=True, metavar="FILE", help="its private key (PEM)")
     parser.add_argument("--address", default="0.0.0.0", help="listen address (default 0.0.0.0)")
     parser.add_argument("--port", type=int, default=9443, help="listen port (default 9443)")
-    parser.add_argument("--kubeconfig", metavar="FILE", help="to read default LocalQueues (default: in-cluster)")
+    parser.add_argument(
+        "--kubeconfig", metavar="FILE", help="to read default LocalQueues and namespaces (default: in-cluster)"
+    )
     parser.add_argument("--no-default-queue", action="store_true", help="do not default the LocalQueue")
     parser.add_argument("--managed-by", action="store_true", help="set managedBy to MultiKueue at creation")
     parser.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    add_kueue_config_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -35,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
 
     from aiohttp import web
 
-    from mkpolicy.cli.common import EXIT_OK, EXIT_USAGE, cluster_config, error, integration_adapters
+    from mkpolicy.cli.common import EXIT_OK, EXIT_USAGE, cluster_config, error, integration_adapters, kueue_config
     from mkpolicy.controller.webhook import AdmissionWebhook, server_tls
     from mkpolicy.engine.admission_policies import AdmissionOptions
     from mkpolicy.errors import MkpolicyError
@@ -47,12 +54,15 @@ def run(args: argparse.Namespace) -> int:
         return adapters
     try:
         tls = server_tls(args.tls_cert, args.tls_key)
-        config = None if args.no_default_queue else cluster_config(args.kubeconfig)
+        kueue = kueue_config(args)
+        # The cluster is read for default LocalQueues and namespace labels (managedJobsNamespaceSelector).
+        reads = not args.no_default_queue or kueue.manage_jobs_without_queue_name or args.kubeconfig is not None
+        config = cluster_config(args.kubeconfig) if reads else None
     except (MkpolicyError, OSError, ssl.SSLError) as exc:
         error(str(exc))
         return EXIT_USAGE
     setup_logging(args.log_level)
-    options = AdmissionOptions(default_local_queue=not args.no_default_queue, managed_by=args.managed_by)
+    options = AdmissionOptions(default_local_queue=not args.no_default_queue, managed_by=args.managed_by, kueue=kueue)
 
     async def serve() -> int:
         client = KubeClient(config, user_agent="mkpolicy-webhook") if config is not None else None

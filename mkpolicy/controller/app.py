@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
-from mkpolicy.controller.equivalence import controller_of
+from mkpolicy.controller.equivalence import controller_of, owner_key
 from mkpolicy.controller.events import EventRecorder
 from mkpolicy.controller.informer import Informer, key_of
 from mkpolicy.controller.leader import LeaderElector
@@ -84,6 +84,7 @@ class Controller:
         self.job_informers: dict[str, Informer] = {}
         self.workloads: Informer | None = None
         self.flavors: Informer | None = None
+        self.namespaces: Informer | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._runner: web.AppRunner | None = None
         self.ops_port: int | None = None
@@ -92,8 +93,11 @@ class Controller:
     async def start(self, ops_host: str = "127.0.0.1", ops_port: int | None = None) -> None:
         """Discover the kinds, start the caches, leader election, the workers and the ops server."""
         client = self.client
-        self.workloads = Informer(client, await client.discover("kueue.x-k8s.io", "v1beta2", "Workload"))
+        workloads = await client.discover("kueue.x-k8s.io", "v1beta2", "Workload")
+        self.workloads = Informer(client, workloads, index=owner_key)
         self.flavors = Informer(client, await client.discover("kueue.x-k8s.io", "v1beta2", "ResourceFlavor"))
+        # Kueue reads each job's namespace (managedJobsNamespaceSelector): one watch instead of a GET each.
+        self.namespaces = Informer(client, await client.discover("", "v1", "Namespace"))
         for adapter in self.adapters:
             gvk = adapter.gvk
             info = await client.discover(gvk.group, gvk.version, gvk.kind)
@@ -101,10 +105,10 @@ class Controller:
             jobs.handlers.append(self._job_handler(adapter.name))
             self.job_informers[adapter.name] = jobs
             self.reconcilers[adapter.name] = JobReconciler(
-                adapter, jobs, self.workloads, self.flavors, client, self.recorder, self.options
+                adapter, jobs, self.workloads, self.flavors, self.namespaces, client, self.recorder, self.options
             )
         self.workloads.handlers.append(self._workload_changed)
-        for informer in (self.workloads, self.flavors, *self.job_informers.values()):
+        for informer in (self.workloads, self.flavors, self.namespaces, *self.job_informers.values()):
             informer.start()
         if ops_port is not None:
             await self._serve_ops(ops_host, ops_port)
@@ -121,7 +125,7 @@ class Controller:
         self._tasks.clear()
         if self.elector is not None:
             await self.elector.release()
-        informers = [*self.job_informers.values(), self.workloads, self.flavors]
+        informers = [*self.job_informers.values(), self.workloads, self.flavors, self.namespaces]
         for informer in informers:
             if informer is not None:
                 await informer.stop()
@@ -131,13 +135,20 @@ class Controller:
 
     async def synced(self, timeout: float = 30.0) -> None:
         """Wait until every cache has listed."""
-        informers = [i for i in (self.workloads, self.flavors, *self.job_informers.values()) if i is not None]
+        informers = [
+            i for i in (self.workloads, self.flavors, self.namespaces, *self.job_informers.values()) if i is not None
+        ]
         await asyncio.wait_for(asyncio.gather(*(i.synced.wait() for i in informers)), timeout)
 
     def ready(self) -> tuple[bool, list[str]]:
         """Readiness: every cache listed (leading is not required: a standby is ready)."""
         checks = []
-        informers = {"workloads": self.workloads, "resourceflavors": self.flavors, **self.job_informers}
+        informers = {
+            "workloads": self.workloads,
+            "resourceflavors": self.flavors,
+            "namespaces": self.namespaces,
+            **self.job_informers,
+        }
         for name, informer in informers.items():
             ok = informer is not None and informer.synced.is_set()
             checks.append(f"{'ok' if ok else 'fail'} cache {name}" + ("" if ok else ": not listed yet"))
@@ -178,7 +189,7 @@ class Controller:
                     self._enqueue((policy, ns, str(owner.get("name"))))
                 continue
             for job in self.job_informers[policy].items(ns):
-                if prebuilt_name(job) == wl_name:
+                if prebuilt_name(job, self.options.kueue) == wl_name:
                     self._enqueue((policy, ns, key_of(job)[1]))
 
     def _enqueue(self, key: JobKey) -> None:

@@ -79,9 +79,12 @@ def compare_pod_sets(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, An
     return True
 
 
-def pod_sets_info(wl: Mapping[str, Any], flavors: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+def pod_sets_info(
+    wl: Mapping[str, Any], flavors: Mapping[str, Mapping[str, Any]], *, worker_pod_label: bool = True
+) -> list[dict[str, Any]]:
     """``getPodSetsInfoFromStatus``: per podSet assignment, the flavors' node labels and tolerations,
-    the podset label, the MultiKueue worker pod label on a worker, then each admission check's
+    the podset label, the MultiKueue worker pod label on a worker (Kueue 0.18 and later:
+    ``worker_pod_label``), then each admission check's
     podSetUpdates merged (:class:`~mkpolicy.engine.podsets.PodSetConflict` on a conflict, naming
     the check). A flavor that does not exist is :class:`~mkpolicy.engine.podsets.FlavorNotFound`."""
     status = wl.get("status") or {}
@@ -92,7 +95,7 @@ def pod_sets_info(wl: Mapping[str, Any], flavors: Mapping[str, Mapping[str, Any]
     for i, assignment in enumerate(admission.get("podSetAssignments") or []):
         info = info_from_assignment(assignment, pod_sets[i] if i < len(pod_sets) else {}, flavors)
         info["labels"][POD_SET_LABEL] = str(assignment.get("name"))
-        if ORIGIN_LABEL in labels:
+        if worker_pod_label and ORIGIN_LABEL in labels:
             info["labels"][WORKER_POD_LABEL] = "true"
         for check in status.get("admissionChecks") or []:
             for update in check.get("podSetUpdates") or []:
@@ -161,6 +164,17 @@ def equivalent(
             return True
         return suspended and compare_pod_sets(job_pod_sets, stored, ignore)
     return compare_pod_sets(job_pod_sets, stored, ignore)
+
+
+def owner_key(obj: Mapping[str, Any]) -> tuple[str, str, str, str] | None:
+    """The index of Workloads by controller owner (Kueue's ``OwnerReferenceIndexFieldMatcher``,
+    ``jobframework/indexer.go``): (namespace, owner's API group, kind, name), or None."""
+    owner = controller_of(obj)
+    if owner is None:
+        return None
+    namespace = str((obj.get("metadata") or {}).get("namespace") or "")
+    group = str(owner.get("apiVersion", "")).rpartition("/")[0]
+    return (namespace, group, str(owner.get("kind", "")), str(owner.get("name", "")))
 
 
 def controller_of(obj: Mapping[str, Any]) -> dict[str, Any] | None:

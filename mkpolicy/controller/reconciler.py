@@ -1,14 +1,18 @@
 """One job kind's reconciler: Kueue v0.19.2's ``ReconcileGenericJob``
 (``pkg/controller/jobframework/reconciler.go``) for the non-composable, non-elastic case, with a
-policy's ``spec.integration`` as the ``GenericJob``.
+policy's ``spec.integration`` as the ``GenericJob``; where v0.17.1's differs (``ControllerOptions.kueue``
+says which Kueue runs), as v0.17.1 does it.
 
 The steps, in Kueue's order (each names the Go it follows):
 
 0. deletion (``loadJob``/``finalize``): the job gone or being deleted: the Workloads it owns
    lose their ``resource-in-use`` finalizer (and are finished as ``OwnerNotFound`` while not
    being deleted: ``FinalizeOrphanedWorkload``, ``FinishOrphanedWorkloads`` on by default);
-   no queue-name label: ignored (``manageJobsWithoutQueueName`` off); a child of a kind this
-   controller queues: left to its parent;
+   a namespace that does not exist or that ``managedJobsNamespaceSelector`` does not select:
+   ignored (v0.19.2 always; v0.17.1 with ``ManagedJobsNamespaceSelectorAlwaysRespected``, on by
+   default); no queue-name label: ignored unless ``manageJobsWithoutQueueName`` (then queued
+   with an empty queue name, as Kueue does); a child of a kind this controller queues: left
+   to its parent;
 1. ``ensureOneWorkload``: a prebuilt Workload (worker side of MultiKueue) is adopted (controller
    owner reference, job-uid label) and finished ``OutOfSync`` when it does not match the job;
    otherwise the owned Workloads are matched (``EquivalentToWorkload``), a suspended job's
@@ -17,7 +21,9 @@ The steps, in Kueue's order (each names the Go it follows):
    finalizer removed;
 3. a job suspended by its user (suspended without the ``suspended-by-kueue`` marker) is held
    (``JobWithOnHold``): its Workload's quota is released with ``QuotaReserved=False/OnHold``
-   and it is not started until the user resumes it;
+   and it is not started until the user resumes it. Kueue before 0.19 has no ``OnHold`` (its
+   scheduler would admit the Workload again): there the Workload is deleted instead, and a
+   new one is made once the user resumes the job;
 4. ``Finished()``: the Workload finished ``Succeeded``/``Failed``;
 5. no Workload (``handleJobWithNoWorkload``): with a prebuilt name, stop and wait; while
    ``IsActive()``, wait; else construct (``ConstructWorkload``) and create it. A ``podSets`` error
@@ -62,6 +68,7 @@ from mkpolicy.errors import MkpolicyError
 from mkpolicy.jsonlogs import fields
 from mkpolicy.jsonvalues import copy_json
 from mkpolicy.kube.client import ApiError, KubeClient, ResourceInfo
+from mkpolicy.kube.kueueconfig import KueueConfig
 
 log = logging.getLogger("mkpolicy.controller")
 
@@ -82,12 +89,29 @@ class ControllerOptions:
     wait_for_pods_ready: bool = False
     #: Kinds (``apiVersion/kind``) whose children are left to their parent.
     parent_kinds: frozenset[str] = frozenset()
+    #: Kueue's version, ``manageJobsWithoutQueueName``, ``managedJobsNamespaceSelector``, gates.
+    kueue: KueueConfig = field(default_factory=KueueConfig)
+
+    @classmethod
+    def from_kueue(cls, config: KueueConfig) -> ControllerOptions:
+        """The options Kueue's configuration ``config`` implies."""
+        workload = WorkloadOptions(
+            label_keys_to_copy=config.label_keys_to_copy,
+            short_names=config.gate("ShortWorkloadNames"),
+            partial_admission=config.gate("PartialAdmission"),
+        )
+        return cls(workload=workload, wait_for_pods_ready=config.wait_for_pods_ready, kueue=config)
 
 
-def prebuilt_name(job: Mapping[str, Any]) -> str:
-    """``PrebuiltWorkloadNameFor`` with ``WorkloadIdentifierAnnotations`` on (its default)."""
+def prebuilt_name(job: Mapping[str, Any], kueue: KueueConfig | None = None) -> str:
+    """``PrebuiltWorkloadNameFor``: from 0.18 with ``WorkloadIdentifierAnnotations`` (on by default) the
+    annotation, else the label (``utils.go``, v0.19.2); before 0.18 the label only (``PrebuiltWorkloadFor``,
+    ``interface.go``, v0.17.1)."""
     meta = job.get("metadata") or {}
-    return str((meta.get("annotations") or {}).get(PREBUILT_KEY) or (meta.get("labels") or {}).get(PREBUILT_KEY) or "")
+    label = str((meta.get("labels") or {}).get(PREBUILT_KEY) or "")
+    if kueue is not None and not kueue.at_least(0, 18):
+        return label
+    return str((meta.get("annotations") or {}).get(PREBUILT_KEY) or "") or label
 
 
 class JobReconciler:
@@ -99,6 +123,7 @@ class JobReconciler:
         jobs: Informer,
         workloads: Informer,
         flavors: Informer,
+        namespaces: Informer,
         client: KubeClient,
         recorder: EventRecorder,
         options: ControllerOptions,
@@ -109,6 +134,9 @@ class JobReconciler:
         self.jobs = jobs
         self.workloads = workloads
         self.flavors = flavors
+        self.namespaces = namespaces
+        self.kueue = options.kueue
+        self.selector = options.kueue.namespace_selector()
         self.client = client
         self.recorder = recorder
         self.options = options
@@ -117,16 +145,8 @@ class JobReconciler:
     # -- reads ---------------------------------------------------------------------------------
     def owned_workloads(self, namespace: str, name: str) -> list[dict[str, Any]]:
         """The Workloads whose controller is the job ``namespace/name`` of this kind."""
-        out = []
-        for wl in self.workloads.items(namespace):
-            owner = controller_of(wl)
-            if (
-                owner is not None
-                and owner.get("kind") == self.kind
-                and owner.get("name") == name
-                and str(owner.get("apiVersion", "")).split("/")[0] == self.api_version.split("/")[0]
-            ):
-                out.append(wl)
+        group = self.api_version.rpartition("/")[0]
+        out = self.workloads.indexed((namespace, group, self.kind, name))
         return sorted(out, key=lambda w: str(w["metadata"].get("creationTimestamp", "")))
 
     def flavor_map(self) -> dict[str, dict[str, Any]]:
@@ -192,14 +212,30 @@ class JobReconciler:
         if job is None or (job.get("metadata") or {}).get("deletionTimestamp"):
             await self._finalize_workloads(namespace, name, job)
             return
-        meta = job["metadata"]
-        labels = meta.get("labels") or {}
-        if not labels.get(QUEUE_LABEL):
-            return  # manageJobsWithoutQueueName off: not Kueue's job
+        if not self.managed(job):
+            return
         owner = controller_of(job)
         if owner is not None and f"{owner.get('apiVersion')}/{owner.get('kind')}" in self.options.parent_kinds:
             return  # a child: its parent's Workload covers it
         await self._reconcile(job)
+
+    def managed(self, job: Mapping[str, Any]) -> bool:
+        """Whether Kueue would reconcile ``job`` (``ReconcileGenericJob``'s gates, ``reconciler.go``):
+        ``managedJobsNamespaceSelector`` selects its namespace (v0.17.1: with the
+        ``ManagedJobsNamespaceSelectorAlwaysRespected`` gate), and it has a queue name or
+        ``manageJobsWithoutQueueName`` is on (and the selector selects its namespace)."""
+        meta = job.get("metadata") or {}
+        namespace = self.namespaces.get("", str(meta.get("namespace") or ""))
+        if namespace is None:
+            # Kueue skips the job ("Namespace not found"); but a job's namespace exists until the job
+            # is gone, so here the Namespace watch is only behind: look again after the backoff.
+            raise Requeue(f"namespace {meta.get('namespace')} not in the cache yet")
+        selected = self.selector.matches((namespace.get("metadata") or {}).get("labels"))
+        if self.kueue.gate("ManagedJobsNamespaceSelectorAlwaysRespected") and not selected:
+            return False  # "Namespace not opted in for Kueue management"
+        if (meta.get("labels") or {}).get(QUEUE_LABEL):
+            return True
+        return self.kueue.manage_jobs_without_queue_name and selected
 
     async def _finalize_workloads(self, namespace: str, name: str, job: Mapping[str, Any] | None) -> None:
         uid = job["metadata"].get("uid") if job is not None else None
@@ -230,7 +266,7 @@ class JobReconciler:
         suspended = integ.is_suspended(job)
         user_held = suspended and not integ.suspended_by_kueue(job)
         if user_held and wl is not None:
-            await self._hold(wl)
+            await self._hold(job, wl)
             return
 
         done = integ.finished(job)
@@ -282,7 +318,7 @@ class JobReconciler:
     async def _ensure_one_workload(self, job: dict[str, Any], flavors: Mapping[str, Any]) -> dict[str, Any] | None:
         meta = job["metadata"]
         namespace = str(meta.get("namespace") or "")
-        prebuilt = prebuilt_name(job)
+        prebuilt = prebuilt_name(job, self.kueue)
         if prebuilt:
             wl = self.workloads.get(namespace, prebuilt)
             if wl is None:
@@ -381,7 +417,7 @@ class JobReconciler:
 
     async def _no_workload(self, job: dict[str, Any], user_held: bool) -> None:
         integ = self.integration
-        if prebuilt_name(job):
+        if prebuilt_name(job, self.kueue):
             if not integ.is_suspended(job):
                 await self._stop(job, None, "missing workload")
             return
@@ -473,7 +509,7 @@ class JobReconciler:
     async def _start(self, job: dict[str, Any], wl: dict[str, Any], flavors: Mapping[str, Any]) -> None:
         """``startJob``: inject the admission and resume, one write; a permanent error finishes the Workload."""
         try:
-            infos = pod_sets_info(wl, flavors)
+            infos = pod_sets_info(wl, flavors, worker_pod_label=self.kueue.at_least(0, 18))
             new = self.integration.start(job, infos, wl)
         except FlavorNotFound as exc:
             raise Requeue(str(exc)) from None
@@ -494,9 +530,22 @@ class JobReconciler:
         st.requeued(new, reason, message, reason in ("Preempted", "NodeFailures"), generation, st.now_rfc3339(now))
         await self.update_workload_status(wl, new)
 
-    async def _hold(self, wl: Mapping[str, Any]) -> None:
-        """``JobWithOnHold``: release the quota of a job its user suspended, and keep it unqueued."""
+    async def _hold(self, job: Mapping[str, Any], wl: dict[str, Any]) -> None:
+        """``JobWithOnHold``: release the quota of a job its user suspended, and keep it unqueued.
+        Before 0.19 Kueue's scheduler does not know ``OnHold`` and would admit the Workload again:
+        the Workload is deleted (its finalizer first), to be made anew once the user resumes the job."""
         if st.is_on_hold(wl) or st.is_finished(wl):
+            return
+        if not self.kueue.at_least(0, 19):
+            await self.remove_finalizer(wl)
+            try:
+                await self.client.delete(self._wl_path(wl))
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+            await self.recorder.record(
+                job, "Normal", "DeletedWorkload", f"Deleted the Workload of a job its user suspended: {_key(wl)}"
+            )
             return
         now = _dt.datetime.now(_dt.UTC)
         await self.update_workload_status(wl, st.unset_quota_reservation(wl, st.ON_HOLD, "Job is on hold", now))

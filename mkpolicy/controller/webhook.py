@@ -8,7 +8,10 @@ kind with a policy; the answer is the review's response: for ``/mutate`` a JSONP
 object as received to the object the MutatingAdmissionPolicies leave (default LocalQueue, then
 suspension with the marker, then managedBy), for ``/validate`` a denial listing every failed
 validation. The default LocalQueue is read from the cluster (``paramKind: LocalQueue``, name
-``default`` in the object's namespace) when a client is given.
+``default`` in the object's namespace) when a client is given, and so are the namespace's labels
+for the bindings' ``namespaceSelector`` (``managedJobsNamespaceSelector``: Kueue's webhook reads
+the namespace too, ``namespaceMatchesSelector`` in ``jobframework/utils.go``); without a client a
+namespace has only its ``kubernetes.io/metadata.name`` label.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from mkpolicy.engine.admission_policies import (
 from mkpolicy.errors import MkpolicyError
 from mkpolicy.jsonlogs import fields, plain_error
 from mkpolicy.kube.client import ApiError, KubeClient
+from mkpolicy.kube.labelselector import NAME_LABEL, LabelSelector, parse
 
 log = logging.getLogger("mkpolicy.controller.webhook")
 
@@ -75,11 +79,37 @@ class AdmissionWebhook:
             gvk = adapter.gvk
             self.by_kind[(gvk.api_version, gvk.kind)] = admission_manifests(adapter.policy, options)
 
-    def _manifests(self, request: Mapping[str, Any], kind: str) -> list[dict[str, Any]]:
+    def _manifests(self, request: Mapping[str, Any], kind: str) -> list[tuple[dict[str, Any], LabelSelector | None]]:
+        """The policies of ``kind`` for the request's kind, each with its binding's namespace selector."""
         gvk = request.get("kind") or {}
         group, version = str(gvk.get("group") or ""), str(gvk.get("version") or "")
         api_version = f"{group}/{version}" if group else version
-        return [m for m in self.by_kind.get((api_version, str(gvk.get("kind"))), []) if m["kind"] == kind]
+        manifests = self.by_kind.get((api_version, str(gvk.get("kind"))), [])
+        selectors: dict[str, LabelSelector | None] = {}
+        for m in manifests:
+            if m["kind"] == f"{kind}Binding":
+                found = (m["spec"].get("matchResources") or {}).get("namespaceSelector")
+                selectors[m["spec"]["policyName"]] = None if found is None else parse(found, m["metadata"]["name"])
+        return [(m, selectors.get(m["metadata"]["name"])) for m in manifests if m["kind"] == kind]
+
+    async def _namespace_labels(self, namespace: str) -> dict[str, str]:
+        if self.client is None or not namespace:
+            return {NAME_LABEL: namespace}
+        try:
+            found = await self.client.get(f"/api/v1/namespaces/{namespace}")
+        except ApiError as exc:
+            if exc.status == 404:
+                return {NAME_LABEL: namespace}
+            raise
+        return dict((found.get("metadata") or {}).get("labels") or {})
+
+    async def _bound(self, request: Mapping[str, Any], kind: str) -> list[dict[str, Any]]:
+        """The policies of ``kind`` whose binding selects the request's namespace."""
+        chosen = self._manifests(request, kind)
+        if any(selector is not None for _, selector in chosen):
+            labels = await self._namespace_labels(str(request.get("namespace") or ""))
+            chosen = [(m, s) for m, s in chosen if s is None or s.matches(labels)]
+        return [m for m, _ in chosen]
 
     async def _default_queue(self, namespace: str) -> dict[str, Any] | None:
         if self.client is None or not namespace:
@@ -97,7 +127,7 @@ class AdmissionWebhook:
         operation = str(request.get("operation") or "")
         current: dict[str, Any] = dict(obj)
         params = None
-        manifests = self._manifests(request, "MutatingAdmissionPolicy")
+        manifests = await self._bound(request, "MutatingAdmissionPolicy")
         if any("paramKind" in m["spec"] for m in manifests):
             params = await self._default_queue(str(request.get("namespace") or ""))
         # Every MAP reinvokes when another one changed the object (reinvocationPolicy IfNeeded).
@@ -121,7 +151,7 @@ class AdmissionWebhook:
         obj = request.get("object") or {}
         operation = str(request.get("operation") or "")
         denied: list[str] = []
-        for manifest in self._manifests(request, "ValidatingAdmissionPolicy"):
+        for manifest in await self._bound(request, "ValidatingAdmissionPolicy"):
             params = None
             if "paramKind" in manifest["spec"]:
                 params = await self._default_queue(str(request.get("namespace") or ""))

@@ -9,12 +9,18 @@ ValidatingAdmissionPolicies (VAP, v1) do for a kind with ``spec.integration``:
 * :func:`default_queue_policy` — ``ApplyDefaultLocalQueue`` (``defaults.go``): the
   ``kueue.x-k8s.io/queue-name: default`` label when a LocalQueue named ``default`` exists in the
   object's namespace (``paramKind: LocalQueue``, ``paramRef: {name: default,
-  parameterNotFoundAction: Allow}``: without that queue the policy does not apply);
-* :func:`suspend_policy` — ``ApplyDefaultForSuspend``: a queued object is created suspended,
-  with the policy's ``suspend`` patches, and marked ``kueue.mkpolicy.io/suspended-by-kueue``
-  so that the controller's resume lifts only this suspension. An object the user creates
-  suspended is left unmarked. ``reinvocationPolicy: IfNeeded``: a queue label added later
-  (by the default-queue MAP, a webhook) still suspends;
+  parameterNotFoundAction: Allow}``: without that queue the policy does not apply); from
+  Kueue 0.19 only in namespaces ``managedJobsNamespaceSelector`` selects
+  (``ApplyDefaultLocalQueueWithManagedJobsNamespaceSelector``), the binding's
+  ``namespaceSelector``;
+* :func:`suspend_policy` — ``ApplyDefaultForSuspend`` (``WorkloadShouldBeSuspended``,
+  ``utils.go``): a queued object is created suspended, in any namespace, with the policy's
+  ``suspend`` patches, and marked ``kueue.mkpolicy.io/suspended-by-kueue`` so that the
+  controller's resume lifts only this suspension. With ``manageJobsWithoutQueueName`` a second
+  MAP suspends objects without a queue name too, bound to the namespaces
+  ``managedJobsNamespaceSelector`` selects. An object the user creates suspended is left
+  unmarked. ``reinvocationPolicy: IfNeeded``: a queue label added later (by the default-queue
+  MAP, a webhook) still suspends;
 * :func:`managed_by_policy` — ``ApplyDefaultForManagedBy``, as a per-cluster decision (a MAP
   cannot walk LocalQueue -> ClusterQueue -> AdmissionChecks): the managedBy field set to
   MultiKueue at creation on a manager cluster;
@@ -44,7 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mkpolicy.cel import Environment
-from mkpolicy.cel.ast import Ident
+from mkpolicy.cel.ast import Comprehension, Ident, Node
 from mkpolicy.engine.apply import merge_schema
 from mkpolicy.engine.expressions import Locator, PolicyExpression
 from mkpolicy.engine.generic import ORIGIN_LABEL, PREBUILT_WORKLOAD_KEY
@@ -53,6 +59,8 @@ from mkpolicy.engine.mutation import CompiledMutation
 from mkpolicy.engine.workload import MAX_EXEC_TIME_LABEL, PRIORITY_CLASS_LABEL, QUEUE_LABEL
 from mkpolicy.errors import PolicyError
 from mkpolicy.jsonvalues import copy_json
+from mkpolicy.kube.kueueconfig import KueueConfig
+from mkpolicy.kube.labelselector import both
 from mkpolicy.policy import MULTIKUEUE_CONTROLLER, FrameworkPolicy, parse_gvk
 from mkpolicy.policy.model import SUSPENDED_BY_KUEUE, check_pointer
 from mkpolicy.policy.resources import plural
@@ -64,6 +72,7 @@ LOCAL_QUEUE = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue"}
 ARGO_INSTANCE_ID_LABEL = "workflows.argoproj.io/controller-instanceid"
 #: The names admission expressions see (``object``, ``oldObject``, ``params``, ``variables``, ``request``).
 ADMISSION_VARIABLES = frozenset({"object", "oldObject", "params", "variables", "request"})
+IS_SUSPENDED_PATH = ("spec", "integration", "isSuspended")
 _DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 
 
@@ -75,8 +84,12 @@ class AdmissionOptions:
     map_version: Literal["v1", "v1beta1"] = "v1"
     #: Prefix of every object name.
     name_prefix: str = "mkpolicy"
-    #: The bindings' ``matchResources.namespaceSelector`` (Kueue's ``managedJobsNamespaceSelector``).
+    #: Every binding's ``matchResources.namespaceSelector`` (Kueue's webhook configurations leave out
+    #: kube-system and Kueue's namespace; ``mkpolicy export admission`` does the same).
     namespace_selector: Mapping[str, Any] | None = None
+    #: Kueue's configuration: its version, ``manageJobsWithoutQueueName`` and
+    #: ``managedJobsNamespaceSelector`` (which narrows the default-queue and unqueued-suspend bindings).
+    kueue: KueueConfig = field(default_factory=KueueConfig)
     #: Render the default-LocalQueue MAP and VAP.
     default_local_queue: bool = True
     #: Render the managedBy MAP (a manager cluster whose queues all dispatch through MultiKueue).
@@ -155,10 +168,19 @@ def _owner_condition(options: AdmissionOptions) -> list[dict[str, str]]:
     return [{"name": "owner-not-managed-by-kueue", "expression": expression}]
 
 
-def _object_only(policy: FrameworkPolicy, text: str, where: str) -> None:
-    """Refuse an expression that needs more than ``object``: admission has no Workload, no params map."""
+def admission_dialect_gaps(ast: Node) -> list[tuple[int, str]]:
+    """(offset, what) of each construct in ``ast`` that mkpolicy's CEL has and kube-apiserver's
+    admission CEL does not: ``cel.bind`` (cel-go's ``ext.Bindings``, which the base environment of
+    k8s.io/apiserver ``pkg/cel/environment/base.go``, v1.36, does not load: "undeclared reference
+    to 'bind'")."""
+    return [(n.pos, "cel.bind") for n in ast.walk() if isinstance(n, Comprehension) and n.macro == "bind"]
+
+
+def _exportable(policy: FrameworkPolicy, text: str, path: tuple[str | int, ...], where: str) -> None:
+    """Refuse an expression that needs more than ``object`` (admission has no Workload, no params
+    map) or that kube-apiserver's admission CEL cannot compile (MKP607), located in the policy file."""
     env = Environment.of(ADMISSION_VARIABLES | {"managerObject", "workerObject", "workload", "podSetsInfo"})
-    expression = PolicyExpression(text, (), where, Locator(), env, typecheck=False)
+    expression = PolicyExpression(text, path, where, Locator(policy), env, typecheck=False)
     extra = sorted(
         {n.name for n in expression.ast.walk() if isinstance(n, Ident) and n.name in env.variables} - {"object"}
     )
@@ -166,6 +188,15 @@ def _object_only(policy: FrameworkPolicy, text: str, where: str) -> None:
         raise PolicyError(
             f"policy {policy.name}: {where} uses {', '.join(extra)}; an admission policy can only read the "
             "object (write it without variables and params to export it)"
+        )
+    gaps = admission_dialect_gaps(expression.ast)
+    if gaps:
+        offset, construct = gaps[0]
+        raise PolicyError(
+            f"MKP607 admission-dialect: policy {policy.name}: {where} uses {construct}, which kube-apiserver's "
+            "admission CEL does not have; expected an expression a MutatingAdmissionPolicy accepts (repeat the "
+            "bound expression instead)",
+            Locator(policy).locate(path, text, offset, where),
         )
 
 
@@ -186,6 +217,13 @@ def _rules(policy: FrameworkPolicy, operations: list[str]) -> dict[str, Any]:
     }
 
 
+def binding_selector(options: AdmissionOptions, *, managed_only: bool = False) -> dict[str, Any] | None:
+    """A binding's namespace selector: :attr:`AdmissionOptions.namespace_selector`, and with
+    ``managed_only`` Kueue's ``managedJobsNamespaceSelector`` as well."""
+    base = None if options.namespace_selector is None else dict(options.namespace_selector)
+    return both(base, options.kueue.selector) if managed_only else base
+
+
 def _map(
     name: str,
     policy: FrameworkPolicy,
@@ -195,6 +233,7 @@ def _map(
     mutations: list[dict[str, Any]],
     *,
     param_kind: bool = False,
+    managed_only: bool = False,
 ) -> list[dict[str, Any]]:
     api = f"{GROUP}/{options.map_version}"
     spec: dict[str, Any] = {}
@@ -209,8 +248,9 @@ def _map(
     binding: dict[str, Any] = {"policyName": name}
     if param_kind:
         binding["paramRef"] = {"name": "default", "parameterNotFoundAction": "Allow"}
-    if options.namespace_selector is not None:
-        binding["matchResources"] = {"namespaceSelector": copy_json(dict(options.namespace_selector))}
+    selector = binding_selector(options, managed_only=managed_only)
+    if selector is not None:
+        binding["matchResources"] = {"namespaceSelector": copy_json(selector)}
     return [
         {"apiVersion": api, "kind": "MutatingAdmissionPolicy", "metadata": {"name": name}, "spec": spec},
         {"apiVersion": api, "kind": "MutatingAdmissionPolicyBinding", "metadata": {"name": name}, "spec": binding},
@@ -235,21 +275,32 @@ def default_queue_policy(policy: FrameworkPolicy, options: AdmissionOptions = DE
     ]
     mutation = _mutation("ApplyConfiguration", _set_label(QUEUE_LABEL, "default"))
     name = _name(options, policy, "default-queue")
-    return _map(name, policy, options, ["CREATE"], conditions, [mutation], param_kind=True)
+    managed_only = options.kueue.at_least(0, 19)
+    return _map(name, policy, options, ["CREATE"], conditions, [mutation], param_kind=True, managed_only=managed_only)
 
 
 def suspend_policy(policy: FrameworkPolicy, options: AdmissionOptions = DEFAULTS) -> list[dict[str, Any]]:
-    """The MAP and binding that create queued objects suspended, with the marker."""
+    """The MAP and binding that create queued objects suspended, with the marker; with
+    ``manageJobsWithoutQueueName`` also the MAP and binding suspending unqueued objects in the
+    namespaces ``managedJobsNamespaceSelector`` selects."""
+    out = _suspend_map(policy, options, queued=True)
+    if options.kueue.manage_jobs_without_queue_name:
+        out += _suspend_map(policy, options, queued=False)
+    return out
+
+
+def _suspend_map(policy: FrameworkPolicy, options: AdmissionOptions, *, queued: bool) -> list[dict[str, Any]]:
     integration = policy.spec.integration
     if integration is None:
         raise PolicyError(f"policy {policy.name} has no spec.integration: there is nothing to suspend with")
     is_suspended = integration.is_suspended
-    _object_only(policy, is_suspended, "integration.isSuspended")
-    conditions = [
-        _worker_copy(),
-        {"name": "queued", "expression": f'{_label("object", QUEUE_LABEL)} != ""'},
-        *_owner_condition(options),
-    ]
+    _exportable(policy, is_suspended, IS_SUSPENDED_PATH, "integration.isSuspended")
+    queue = (
+        {"name": "queued", "expression": f'{_label("object", QUEUE_LABEL)} != ""'}
+        if queued
+        else {"name": "no-queue-name", "expression": f'{_label("object", QUEUE_LABEL)} == ""'}
+    )
+    conditions = [_worker_copy(), queue, *_owner_condition(options)]
     marked = f'{_annotation("object", SUSPENDED_BY_KUEUE)} == "true"'
     mutations = [
         # First the marker, while the object is still as the user made it: only a running
@@ -261,12 +312,14 @@ def suspend_policy(policy: FrameworkPolicy, options: AdmissionOptions = DEFAULTS
         ),
     ]
     for i, item in enumerate(integration.suspend):
-        text, _ = patch_expression(item)
-        _object_only(policy, text, f"integration.suspend patch #{i + 1}")
+        text, field_name = patch_expression(item)
+        path = ("spec", "integration", "suspend", i, field_name, "expression")
+        _exportable(policy, text, path, f"integration.suspend patch #{i + 1}")
         guard = f"{marked} && !({is_suspended})"
         empty = "[]" if item.type == "JSONPatch" else "Object{}"
         mutations.append(_mutation(item.type, f"{guard} ? ({text}) : {empty}"))
-    return _map(_name(options, policy, "suspend"), policy, options, ["CREATE"], conditions, mutations)
+    name = _name(options, policy, "suspend" if queued else "suspend-unqueued")
+    return _map(name, policy, options, ["CREATE"], conditions, mutations, managed_only=not queued)
 
 
 def managed_by_policy(policy: FrameworkPolicy, options: AdmissionOptions = DEFAULTS) -> list[dict[str, Any]]:
@@ -374,8 +427,9 @@ def _vap(
     binding: dict[str, Any] = {"policyName": name, "validationActions": ["Deny"]}
     if param_kind:
         binding["paramRef"] = {"name": "default", "parameterNotFoundAction": "Allow"}
-    if options.namespace_selector is not None:
-        binding["matchResources"] = {"namespaceSelector": copy_json(dict(options.namespace_selector))}
+    selector = binding_selector(options)
+    if selector is not None:
+        binding["matchResources"] = {"namespaceSelector": copy_json(selector)}
     return [
         {"apiVersion": api, "kind": "ValidatingAdmissionPolicy", "metadata": {"name": name}, "spec": spec},
         {"apiVersion": api, "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": name}, "spec": binding},
@@ -387,7 +441,7 @@ def validation_policies(policy: FrameworkPolicy, options: AdmissionOptions = DEF
     integration = policy.spec.integration
     if integration is None:
         raise PolicyError(f"policy {policy.name} has no spec.integration: there is nothing to validate with")
-    _object_only(policy, integration.is_suspended, "integration.isSuspended")
+    _exportable(policy, integration.is_suspended, IS_SUSPENDED_PATH, "integration.isSuspended")
     update = 'request.operation == "UPDATE"'
     new_suspended = _as("object", integration.is_suspended)
     old_suspended = _as("oldObject", integration.is_suspended)

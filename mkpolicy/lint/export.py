@@ -127,6 +127,8 @@ CONTROLLER_PERMISSIONS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ("kueue.x-k8s.io", ("workloads/finalizers",), ("update",)),
     ("kueue.x-k8s.io", ("resourceflavors", "workloadpriorityclasses"), ("get", "list", "watch")),
     ("scheduling.k8s.io", ("priorityclasses",), ("get", "list", "watch")),
+    # managedJobsNamespaceSelector: Kueue reads each job's namespace (the controller watches them).
+    ("", ("namespaces",), ("get", "list", "watch")),
     ("", ("events",), ("create", "patch")),
     ("coordination.k8s.io", ("leases",), ("get", "create", "update")),
 ]

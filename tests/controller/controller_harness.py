@@ -51,8 +51,8 @@ async def controller(
     """A started controller for policies/batchrun.yaml (stopped on exit)."""
     adapters = load_checked([str(POLICY)])
     async with client(srv) as kube:
-        ctl = Controller(adapters, kube, identity=identity, options=ControllerOptions(), retry=0.2,
-                         lease_seconds=2, renew_deadline=1.5, **kwargs)  # fmt: skip
+        kwargs.setdefault("options", ControllerOptions())
+        ctl = Controller(adapters, kube, identity=identity, retry=0.2, lease_seconds=2, renew_deadline=1.5, **kwargs)
         await ctl.start(ops_port=ops_port)
         try:
             await ctl.synced(10)

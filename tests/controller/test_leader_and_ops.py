@@ -76,6 +76,27 @@ def test_cli_refuses_policies_without_integration(capsys: pytest.CaptureFixture[
     assert "no policy has spec.integration" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--kueue-config", "{missing}"], "--kueue-config {missing}: No such file or directory"),
+        (["--kueue-config", "{deployment}"], "expected a Kueue Configuration (kind: Configuration); found 'Deployment'"),
+        (["--kueue-version", "0.16"], "--kueue-version: expected a release mkpolicy follows (v0.19.2, v0.17.1)"),
+        (["--managed-jobs-namespace-selector", "{matchExpressions: [{key: a, operator: Gt}]}"],
+         "--managed-jobs-namespace-selector.matchExpressions[0].operator: expected one of In, NotIn, Exists"),
+    ],
+)  # fmt: skip
+def test_cli_refuses_a_bad_kueue_configuration(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    (tmp_path / "deployment.yaml").write_text("apiVersion: apps/v1\nkind: Deployment\n")
+    paths = {"{missing}": str(tmp_path / "missing.yaml"), "{deployment}": str(tmp_path / "deployment.yaml")}
+    argv = [paths.get(a, a) for a in argv]
+    assert main(["controller", "--policies", str(POLICY), *argv]) == 2
+    err = capsys.readouterr().err
+    assert message.replace("{missing}", paths["{missing}"]) in err
+
+
 def test_cli_refuses_a_bad_kubeconfig(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "k").write_text("apiVersion: v1\nkind: Config\nclusters: []\n")
     assert main(["controller", "--policies", str(POLICY), "--kubeconfig", str(tmp_path / "k")]) == 2

@@ -1,5 +1,5 @@
-"""MultiKueue end to end on real peers (real kube-apiservers, real Kueue v0.19.2, the sidecar in
-between) with mkpolicy controller on both sides and no Go for BatchRun: the manager's controller
+"""MultiKueue end to end on real peers (real kube-apiservers, real Kueue v0.19.2 and v0.17.1, the
+sidecar in between) with mkpolicy controller on both sides and no Go for BatchRun: the manager's controller
 creates the Workload, MultiKueue dispatches the BatchRun through the sidecar, the worker's
 controller adopts the prebuilt Workload and starts the copy when the worker's Kueue admits it,
 the status comes back, both Workloads finish and the worker copy is removed. The test plays
@@ -18,7 +18,10 @@ import pytest
 pytest.importorskip("mkpolicy.testing.peers.multikueue", reason="the real-peer harness (mkpolicy.testing.peers)")
 from controller_harness import CRD, POLICY, Kueue, batchrun, condition, controller, eventually
 
+from mkpolicy.controller import ControllerOptions
+from mkpolicy.kube.kueueconfig import KueueConfig
 from mkpolicy.testing.apiserver import ApiError
+from mkpolicy.testing.peers import build
 from mkpolicy.testing.peers.fixtures import require_go
 from mkpolicy.testing.peers.multikueue import LOCAL_QUEUE, RealMultiKueue
 
@@ -30,18 +33,18 @@ BR = ("batch.example.com/v1alpha1", "BatchRun")
 TIMEOUT = 120.0
 
 
-@pytest.fixture(scope="module")
-def multikueue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealMultiKueue]:
-    """A manager and one worker with real Kueue (BatchRun an external framework of both lists),
-    the sidecar running policies/batchrun.yaml between them."""
+@pytest.fixture(scope="module", params=build.KUEUE_VERSIONS, ids=[f"kueue-{v}" for v in build.KUEUE_VERSIONS])
+def multikueue(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealMultiKueue]:
+    """A manager and one worker with real Kueue at the parameter's version (BatchRun an external
+    framework of both lists), the sidecar running policies/batchrun.yaml between them."""
     require_go()
     tmp = tmp_path_factory.mktemp("batchrun-multikueue")
     (tmp / "policies").mkdir()
     shutil.copy(POLICY, tmp / "policies" / "batchrun.yaml")
     (tmp / "examples" / "batchrun").mkdir(parents=True)
     shutil.copy(CRD, tmp / "examples" / "batchrun" / "crd.yaml")  # the policy's spec.schema
-    mk = RealMultiKueue(1, frameworks=[FRAMEWORK], crds=[CRD], policies=tmp / "policies",
-                        log=lambda line: print(f"[peers] {line}", flush=True))  # fmt: skip
+    mk = RealMultiKueue(1, kueue_version=str(request.param), frameworks=[FRAMEWORK], crds=[CRD],
+                        policies=tmp / "policies", log=lambda line: print(f"[peers] {line}", flush=True))  # fmt: skip
     with mk:
         yield mk
 
@@ -59,9 +62,13 @@ def test_a_batchrun_through_multikueue_with_the_controller_on_both_sides(multiku
             return dict(worker.admin.get(*BR, "etl", ns))
         return None
 
+    config = KueueConfig(version=mk.kueue_version)  # the controllers follow the Kueue they run with
+
     async def scenario() -> None:
-        async with controller(manager, identity="manager", lease_name="mkpolicy-manager"), \
-                controller(worker, identity="worker", lease_name="mkpolicy-worker"):  # fmt: skip
+        async with controller(manager, identity="manager", lease_name="mkpolicy-manager",
+                              options=ControllerOptions.from_kueue(config)), \
+                controller(worker, identity="worker", lease_name="mkpolicy-worker",
+                           options=ControllerOptions.from_kueue(config)):  # fmt: skip
             await asyncio.to_thread(manager.admin.create, job)
             wl = await eventually(on_manager.workload, timeout=TIMEOUT, what="the manager's Workload")
             name = wl["metadata"]["name"]
@@ -76,10 +83,11 @@ def test_a_batchrun_through_multikueue_with_the_controller_on_both_sides(multiku
             assert remote["metadata"]["ownerReferences"][0]["uid"] == copy["metadata"]["uid"]
             started = await eventually(lambda: (c := copy_on_worker()) and c["spec"].get("suspend") is False and c,
                                        timeout=TIMEOUT, what="the copy started on the worker")  # fmt: skip
-            assert (
-                started["spec"]["template"]["metadata"]["labels"]["kueue.x-k8s.io/multikueue-worker-workload-pod"]
-                == "true"
+            # Kueue 0.18 and later label a worker's pods (getPodSetsInfoFromStatus); 0.17.1 does not.
+            worker_label = started["spec"]["template"]["metadata"]["labels"].get(
+                "kueue.x-k8s.io/multikueue-worker-workload-pod"
             )
+            assert worker_label == ("true" if config.at_least(0, 18) else None)
             await eventually(lambda: condition(on_manager.workload(), "Admitted"), timeout=TIMEOUT,
                              what="the manager's Workload admitted")  # fmt: skip
             # The BatchRun completes on the worker: both Workloads finish, the status comes back.

@@ -21,6 +21,7 @@ from mkpolicy.controller.webhook import AdmissionWebhook, json_patch, server_tls
 from mkpolicy.engine.admission_policies import AdmissionOptions
 from mkpolicy.engine.jsonpatch import apply_json_patch
 from mkpolicy.kube.certs import make_ca, make_serving_cert
+from mkpolicy.kube.kueueconfig import KueueConfig
 
 MARKER = "kueue.mkpolicy.io/suspended-by-kueue"
 
@@ -120,3 +121,28 @@ def test_export_webhook_configurations(tmp_path: Path, capsys: pytest.CaptureFix
                                                "path": "/mutate", "port": 9443}  # fmt: skip
     assert hook["rules"][0]["resources"] == ["batchruns"] and hook["reinvocationPolicy"] == "IfNeeded"
     assert main(["export", "admission", "--policies", str(POLICY), "--webhook", "nope"]) == 2
+
+
+def test_the_webhook_reads_the_namespace_for_managed_jobs_namespace_selector() -> None:
+    """With manageJobsWithoutQueueName an object without a queue name is suspended only in a namespace
+    managedJobsNamespaceSelector selects (``namespaceMatchesSelector``, jobframework/utils.go)."""
+    with server() as srv:
+        for name, labels in (("on", {"kueue": "on"}), ("off", {})):
+            srv.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}})
+        config = KueueConfig(manage_jobs_without_queue_name=True, managed_jobs_namespace_selector={
+            "matchLabels": {"kueue": "on"}})  # fmt: skip
+
+        async def scenario() -> None:
+            async with client(srv) as kube:
+                hook = AdmissionWebhook(load_checked([str(POLICY)]), AdmissionOptions(kueue=config), kube)
+                for ns, patched in (("on", True), ("off", False)):
+                    plain = batchrun(marked=False, suspend=None, namespace=ns)
+                    del plain["metadata"]["labels"]
+                    answer = await hook.mutate(review(plain)["request"])
+                    assert ("patch" in answer) is patched
+                    if patched:
+                        mutated = apply_json_patch(copy.deepcopy(plain), json.loads(base64.b64decode(answer["patch"])))
+                        assert mutated["spec"]["suspend"] is True
+                        assert mutated["metadata"]["annotations"] == {MARKER: "true"}
+
+        asyncio.run(scenario())

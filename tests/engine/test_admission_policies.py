@@ -23,6 +23,7 @@ from mkpolicy.engine.admission_policies import (
     suspend_policy,
 )
 from mkpolicy.errors import PolicyError
+from mkpolicy.kube.kueueconfig import KueueConfig
 from mkpolicy.policy import FrameworkPolicy, load, loads
 from mkpolicy.policy.model import SUSPENDED_BY_KUEUE
 
@@ -262,8 +263,13 @@ def test_the_cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     docs = [d for d in yaml.safe_load_all(out) if d]
     kinds = [d["kind"] for d in docs]
     assert kinds.count("MutatingAdmissionPolicy") == 3 and kinds.count("ValidatingAdmissionPolicy") == 2
+    # Every binding leaves out kube-system and Kueue's namespace (as Kueue's webhook configurations do)
+    # and binds where --namespace-label says; managedJobsNamespaceSelector (its default: the same
+    # exclusion) adds nothing more here.
+    system = {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", "kueue-system"]}
     assert all(
-        d["spec"]["matchResources"]["namespaceSelector"] == {"matchLabels": {"kueue": "on"}}
+        d["spec"]["matchResources"]["namespaceSelector"]
+        == {"matchLabels": {"kueue": "on"}, "matchExpressions": [system]}
         for d in docs
         if d["kind"].endswith("Binding")
     )
@@ -290,3 +296,84 @@ def test_controller_rbac(capsys: pytest.CaptureFixture[str]) -> None:
                               {"apiGroups": ["tekton.dev"], "resources": ["pipelineruns"], "verbs": ["get"]},
                               {"apiGroups": ["argoproj.io"], "resources": ["workflows"], "verbs": ["get"]}]  # fmt: skip
     assert "# left out: policy kueue-job (Job.v1.batch): no spec.integration" in out
+
+
+# Kueue's configuration: the bindings' namespaceSelector (managedJobsNamespaceSelector) and
+# manageJobsWithoutQueueName, as BaseWebhook.Default applies them (base_webhook.go, defaults.go, utils.go).
+ON = {"matchLabels": {"kueue": "on"}}
+
+
+def binding(manifests: list[dict[str, Any]], suffix: str) -> dict[str, Any]:
+    return by_name(manifests, suffix, "MutatingAdmissionPolicyBinding")
+
+
+@pytest.mark.parametrize(
+    ("version", "selector"),
+    [("v0.19.2", ON), ("v0.17.1", None)],  # ApplyDefaultLocalQueueWithManagedJobsNamespaceSelector is 0.19's
+)
+def test_the_default_queue_binding_follows_the_kueue_version(
+    policy: FrameworkPolicy, version: str, selector: dict[str, Any] | None
+) -> None:
+    config = KueueConfig(version=version, managed_jobs_namespace_selector=ON)
+    manifests = admission_manifests(policy, AdmissionOptions(kueue=config))
+    assert (binding(manifests, "-default-queue")["spec"].get("matchResources") or {}).get(
+        "namespaceSelector"
+    ) == selector
+    # A queued object is suspended in every namespace (WorkloadShouldBeSuspended reads no selector for it).
+    assert "matchResources" not in binding(manifests, "-suspend")["spec"]
+
+
+def test_manage_jobs_without_queue_name_suspends_unqueued_objects_where_selected(policy: FrameworkPolicy) -> None:
+    base = {"matchExpressions": [{"key": "team", "operator": "Exists"}]}
+    plain = admission_manifests(policy, AdmissionOptions(kueue=KueueConfig(managed_jobs_namespace_selector=ON)))
+    assert not [m for m in plain if m["metadata"]["name"].endswith("-suspend-unqueued")]
+    config = KueueConfig(manage_jobs_without_queue_name=True, managed_jobs_namespace_selector=ON)
+    manifests = admission_manifests(policy, AdmissionOptions(namespace_selector=base, kueue=config))
+    unqueued = by_name(manifests, "-suspend-unqueued", "MutatingAdmissionPolicy")
+    assert binding(manifests, "-suspend-unqueued")["spec"]["matchResources"]["namespaceSelector"] == {
+        **ON, **base}  # fmt: skip
+    created = evaluate_mutating(unqueued, run())
+    assert created["spec"]["suspend"] is True and created["metadata"]["annotations"] == {SUSPENDED_BY_KUEUE: "true"}
+    assert evaluate_mutating(unqueued, run(**{QUEUE: "q"})) == run(**{QUEUE: "q"})  # the queued MAP's job
+
+
+def test_the_cli_reads_kueues_configuration(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    config = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", "namespace": "kq",
+              "manageJobsWithoutQueueName": True, "managedJobsNamespaceSelector": ON}  # fmt: skip
+    (tmp_path / "kueue.yaml").write_text(yaml.safe_dump(config))
+    args = ["export", "admission", "--policies", str(ROOT / "policies/batchrun.yaml")]
+    assert main([*args, "--kueue-config", str(tmp_path / "kueue.yaml")]) == 0
+    docs = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d]
+    system = {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", "kq"]}
+    assert binding(docs, "-suspend-unqueued")["spec"]["matchResources"]["namespaceSelector"] == {
+        **ON, "matchExpressions": [system]}  # fmt: skip
+    assert main([*args, "--managed-jobs-namespace-selector", "{matchLabels: [x]}"]) == 2
+    assert "--managed-jobs-namespace-selector.matchLabels: expected a map" in capsys.readouterr().err
+    assert main([*args, "--kueue-version", "v0.18.0"]) == 2
+    assert "--kueue-version: expected a release mkpolicy follows (v0.19.2, v0.17.1)" in capsys.readouterr().err
+
+
+def test_cel_bind_is_refused_where_it_would_reach_kube_apiserver(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """MKP607: kube-apiserver's admission CEL has no cel.bind; the export refuses it, located."""
+    text = (ROOT / "policies/batchrun.yaml").read_text()
+    bound = "isSuspended: 'cel.bind(s, object.spec.?suspend, s.orValue(false))'"
+    text = text.replace("isSuspended: 'object.spec.?suspend.orValue(false)'", bound)
+    (tmp_path / "batchrun.yaml").write_text(text)
+    line = next(i for i, row in enumerate(text.splitlines(), 1) if bound in row)
+    column = text.splitlines()[line - 1].index("bind(") + 1
+    with pytest.raises(PolicyError) as err:
+        suspend_policy(load(str(tmp_path / "batchrun.yaml"))[0])
+    assert err.value.message.startswith(
+        "MKP607 admission-dialect: policy batchrun: integration.isSuspended uses cel.bind, which kube-apiserver's "
+        "admission CEL does not have"
+    )
+    assert (err.value.location.file, err.value.location.line, err.value.location.column) == (
+        str(tmp_path / "batchrun.yaml"), line, column)  # fmt: skip
+    assert main(["export", "admission", "--policies", str(tmp_path)]) == 1
+    assert f"batchrun.yaml:{line}:{column}" in capsys.readouterr().err
+    # The webhook configurations carry no policy CEL: that export still works.
+    (tmp_path / "ca.pem").write_bytes(b"-----BEGIN CERTIFICATE-----\n")
+    assert main(["export", "admission", "--policies", str(tmp_path), "--webhook", "ns/svc", "--ca-bundle",
+                 str(tmp_path / "ca.pem")]) == 0  # fmt: skip

@@ -34,7 +34,7 @@ def lint(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
 def test_corpus_report(capsys: pytest.CaptureFixture[str], snapshot: SnapshotAssertion, fmt: str) -> None:
     code, out, err = lint(capsys, "--format", fmt, *CORPUS)
     assert code == 1
-    assert err == "45 errors, 23 warnings in 14 files (15 policies); 2 suppressed\n"
+    assert err == "45 errors, 24 warnings in 14 files (15 policies); 2 suppressed\n"
     assert out == snapshot
 
 
@@ -135,6 +135,7 @@ POSITIONS = [
     ("MKP602", "integration.yaml", (20, 14), 'JSONPatch{op: "add", path: "/spec/startedBy"'),
     ("MKP603", "integration.yaml", (21, 14), 'JSONPatch{op: "remove"'),
     ("MKP604", "integration.yaml", (22, 16), '{"name": "main", "replicas"'),
+    ("MKP607", "integration.yaml", (10, 23), "bind(s, object.spec"),
 ]
 
 

@@ -1,4 +1,4 @@
-"""``spec.integration`` (MKP601-MKP604): what can be seen without running the policy.
+"""``spec.integration`` (MKP601-MKP604, MKP607): what can be seen without running the policy.
 
 What needs an object to show (inject then restore gives the original back, podSets the
 Workload API accepts, resume undoing only Kueue's suspension) is checked by every
@@ -11,6 +11,7 @@ from __future__ import annotations
 from mkpolicy.cel.ast import ListLit, Literal, MapLit, Node
 from mkpolicy.check.celpaths import json_patch_ops
 from mkpolicy.check.checks.context import Compiled, PolicyContext
+from mkpolicy.engine.admission_policies import admission_dialect_gaps
 from mkpolicy.engine.podsets import MAX_POD_SETS
 from mkpolicy.policy.model import SUSPENDED_BY_KUEUE
 
@@ -19,7 +20,9 @@ _POD_SET_KEYS = frozenset({"name", "count", "template", "minCount", "topologyReq
 
 def check_integration(ctx: PolicyContext) -> None:
     """MKP601 (inject without restore), MKP602 (resume writes beyond suspend), MKP603 (a
-    patch writes the suspension marker) and MKP604 (a podSets literal the Workload API refuses)."""
+    patch writes the suspension marker), MKP604 (a podSets literal the Workload API refuses) and
+    MKP607 (what ``mkpolicy export admission`` copies into admission policies uses CEL
+    kube-apiserver refuses there)."""
     spec = ctx.policy.spec.integration
     if spec is not None and spec.inject and not spec.restore and spec.stop is None:
         ctx.report(
@@ -45,6 +48,15 @@ def check_integration(ctx: PolicyContext) -> None:
             resume.append(compiled)
         elif site.method == "podSets":
             _pod_sets_literal(ctx, compiled)
+        if site.method in ("isSuspended", "suspend"):
+            for offset, construct in admission_dialect_gaps(compiled.ast):
+                ctx.report(
+                    "MKP607",
+                    f"{site.where}: {construct} is not in kube-apiserver's admission CEL, and 'mkpolicy export "
+                    "admission' copies this expression into a MutatingAdmissionPolicy: it refuses to export the "
+                    "policy (the controller and 'mkpolicy webhook' run it); repeat the bound expression instead",
+                    site.locate(offset),
+                )
     if spec is not None and all(p.type == "JSONPatch" for p in spec.suspend):
         for compiled in resume:
             for op in json_patch_ops(compiled.ast):

@@ -132,7 +132,8 @@ class KueueInstance:
     """Kueue's manager process on one cluster."""
 
     def __init__(self, cluster: KubeCluster, binary: Path, frameworks: Sequence[str], *, manager: bool,
-                 log_level: int, worker_lost_timeout: str = "5m") -> None:  # fmt: skip
+                 log_level: int, worker_lost_timeout: str = "5m",
+                 settings: Mapping[str, Any] | None = None) -> None:  # fmt: skip
         self.cluster = cluster
         self.health_port = free_port()
         self.webhook_port = free_port()
@@ -144,6 +145,7 @@ class KueueInstance:
         self.config = kueue_configuration(health_port=self.health_port, webhook_port=self.webhook_port,
                                           cert_dir=self.cert_dir, frameworks=frameworks, manager=manager,
                                           worker_lost_timeout=worker_lost_timeout)  # fmt: skip
+        self.config.update(settings or {})  # e.g. manageJobsWithoutQueueName, managedJobsNamespaceSelector
         config_file = write_private(folder / "config.yaml", yaml.safe_dump(self.config).encode())
         kubeconfig = cluster.write_kubeconfig(folder / "kubeconfig")
         self.process = Process(f"kueue {cluster.name}", [
