@@ -225,23 +225,23 @@ def _rest_config(
         problems.append(f"user {user_name!r} was not found for context {name!r}")
     if not cluster.get("server"):
         problems.append("no server found for cluster " + repr(cluster_name))
-    present = {
-        "token": user.get("token") or user.get("tokenFile"),
-        "basicAuth": user.get("username") or user.get("password"),
-        "clientCert": user.get("client-certificate") or user.get("client-certificate-data"),
-    }
-    methods = [m for m, value in present.items() if value]
-    if len(methods) > 1 and "basicAuth" in methods:
-        problems.append(
-            f"more than one authentication method found for {user_name}; found {methods}, only one is allowed"
-        )
+    # client-go ``validateAuthInfo`` (tools/clientcmd/validation.go, v0.35.3 and v0.36.2, what Kueue
+    # v0.17.1 and v0.19.2 link): only a token and basic auth count as methods (a client certificate
+    # beside either is allowed, tokenFile is not counted), listed as Go prints a []string.
+    methods = [m for m, value in (("token", user.get("token")), ("basicAuth", user.get("username") or
+                                                                  user.get("password"))) if value]  # fmt: skip
     ca = _pem(cluster, "certificate-authority", problems)
     cert = _pem(user, "client-certificate", problems)
     key = _pem(user, "client-key", problems)
-    if (cert is None) != (key is None):
+    if cert is not None and key is None:
         problems.append(
-            f"client-cert-data and client-key-data must both be specified for {user_name} to use the clientCert "
-            "authentication method"
+            f"client-key-data or client-key must be specified for {user_name} to use the clientCert authentication "
+            "method."
+        )
+    if len(methods) > 1:
+        problems.append(
+            f"more than one authentication method found for {user_name}; found [{' '.join(methods)}], only one is "
+            "allowed"
         )
     if problems:
         joined = problems[0] if len(problems) == 1 else "[" + ", ".join(problems) + "]"
