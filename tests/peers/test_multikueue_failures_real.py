@@ -323,6 +323,7 @@ def _cluster(kubeconfig: dict[str, Any]) -> dict[str, Any]:
     return cluster
 
 
+EXEC_API = "client.authentication.k8s.io/v1"
 #: Kubeconfigs each of Kueue's rules refuses (``validateKubeconfig``, ``validateRestConfig`` in
 #: ``pkg/controller/admissionchecks/multikueue/multikueuecluster.go``, the same at v0.17.1 and v0.19.2).
 REFUSED = {
@@ -335,7 +336,8 @@ REFUSED = {
     "basic auth and a certificate": lambda k: _user(k).update(username="u", password="p"),
     "basic auth and a token": lambda k: _user(k).update(token="t", username="u", password="p"),
     "a certificate without its key": lambda k: _user(k).pop("client-key-data"),
-    "exec plugin": lambda k: _user(k).update(exec={"command": "x", "apiVersion": "client.authentication.k8s.io/v1"}),
+    "exec plugin": lambda k: _user(k).update(exec={"command": "x", "apiVersion": EXEC_API, "interactiveMode": "Never"}),
+    "exec plugin without interactiveMode": lambda k: _user(k).update(exec={"command": "x", "apiVersion": EXEC_API}),
     "auth provider": lambda k: _user(k).update({"auth-provider": {"name": "oidc"}}),
     "no current context": lambda k: k.pop("current-context"),
 }
@@ -424,12 +426,12 @@ def test_remote_out_of_sync(scenario: Scenario) -> None:
     Kueue v0.17.1 finishes the manager's Workload ``OutOfSync``: the job is stranded (no status
     ever written back). Kueue >= 0.17.8/0.18.4/0.19.0 resets the check to Retry with an Event
     instead; the Workload is evicted, and once its quota is released (the integration's part) it
-    is dispatched again and runs (with the same copy it would end OutOfSync again: a loop)."""
+    is dispatched again and runs (a worker integration that finds the same copy unlike its
+    Workload again ends it OutOfSync again: a loop)."""
     s = scenario
     wl = s.submit("build")
     s.copy_created("build", wl, "worker1")
     s.admitted_on(wl, "worker1")
-    first = s.worker("worker1").get(*PR, "build", s.ns)["metadata"]["uid"]
     finish_as(s, wl, "worker1", "OutOfSync", OUT_OF_SYNC)
     if s.mk.kueue_version == "v0.17.1":
         cond = eventually(lambda: finished(s, wl), "the manager's Workload finished")
@@ -450,11 +452,12 @@ def test_remote_out_of_sync(scenario: Scenario) -> None:
     [check] = wl_now["status"]["admissionChecks"]
     assert (check["state"], check["message"]) == ("Pending", "Reset to Pending after eviction. Previously: Retry")
     s.release_quota(wl)
-    s.nothing_left("build", wl, "worker1")
-    # dispatched again: a new copy, transformed; this time it runs
-    s.copy_created("build", wl, "worker1")
-    assert s.worker("worker1").get(*PR, "build", s.ns)["metadata"]["uid"] != first
+    # Kueue reserves quota again at once and MultiKueue dispatches it again to worker1: admitted
+    # there, the copy the policy's (the same object when Kueue re-reserved the quota before
+    # MultiKueue saw it released, else a new one), its remote Workload no longer finished
     s.admitted_on(wl, "worker1")
+    s.copy_created("build", wl, "worker1")
+    assert not condition(s.worker("worker1").get(*WL, wl, s.ns), "Finished")
     s.status_written("build", wl, "worker1", 2)
     s.finish(wl, "worker1")
     eventually(lambda: finished(s, wl), "the manager's Workload finished")

@@ -306,8 +306,12 @@ def test_a_rotated_secret_reconnects_at_once() -> None:
         (lambda k: k["users"][0]["user"].update(tokenFile="/tmp/t"), "InsecureKubeConfig", "tokenFile is not allowed"),
         (lambda k: k["clusters"][0]["cluster"].update({"insecure-skip-tls-verify": True}), "InsecureKubeConfig",
          "insecure TLS verification is not allowed for cluster worker1"),
-        (lambda k: k["users"][0]["user"].update(exec={"command": "x", "apiVersion": "client.authentication.k8s.io/v1"}),
+        (lambda k: k["users"][0]["user"].update(exec={"command": "x", "apiVersion": "client.authentication.k8s.io/v1",
+                                                       "interactiveMode": "Never"}),
          "InsecureKubeConfig", "exec plugins are not allowed"),
+        (lambda k: k["users"][0]["user"].update(exec={"command": "x", "apiVersion": "client.authentication.k8s.io/v1"}),
+         "InsecureKubeConfig",
+         "invalid configuration: interactiveMode must be specified for worker1-user to use exec authentication plugin"),
     ],
 )  # fmt: skip
 def test_a_refused_kubeconfig_is_visible(mutate: Callable[[dict[str, Any]], None], reason: str, message: str) -> None:

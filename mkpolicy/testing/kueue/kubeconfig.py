@@ -238,6 +238,7 @@ def _rest_config(
             f"client-key-data or client-key must be specified for {user_name} to use the clientCert authentication "
             "method."
         )
+    problems += _exec_problems(user, user_name)
     if len(methods) > 1:
         problems.append(
             f"more than one authentication method found for {user_name}; found [{' '.join(methods)}], only one is "
@@ -266,6 +267,30 @@ def _rest_config(
         proxy_url=str(cluster.get("proxy-url") or "") or None,
         insecure=bool(cluster.get("insecure-skip-tls-verify")),
     )
+
+
+def _exec_problems(user: Mapping[str, Any], user_name: str) -> list[str]:
+    """client-go ``validateAuthInfo``'s checks of an exec plugin (what makes it unusable before
+    Kueue's "exec plugins are not allowed" is reached)."""
+    plugin = user.get("exec")
+    if not isinstance(plugin, Mapping):
+        return []
+    out = []
+    if user.get("auth-provider"):
+        out.append(f"authProvider cannot be provided in combination with an exec plugin for {user_name}")
+    if not plugin.get("command"):
+        out.append(f"command must be specified for {user_name} to use exec authentication plugin")
+    if not plugin.get("apiVersion"):
+        out.append(f"apiVersion must be specified for {user_name} to use exec authentication plugin")
+    for env in plugin.get("env") or []:
+        if not (env or {}).get("name"):
+            out.append(f"env variable name must be specified for {user_name} to use exec authentication plugin")
+    mode = plugin.get("interactiveMode") or ""
+    if not mode:
+        out.append(f"interactiveMode must be specified for {user_name} to use exec authentication plugin")
+    elif mode not in ("Never", "IfAvailable", "Always"):
+        out.append(f'invalid interactiveMode for {user_name}: "{mode}"')
+    return out
 
 
 def _pem(body: Mapping[str, Any], key: str, problems: list[str]) -> bytes | None:

@@ -336,6 +336,17 @@ class RealMultiKueue:
         self._write_kueue_config()
         if self.sidecar is not None:
             self.sidecar.restart()
+        # The clusters' Active=True is the stopped Kueue's: mark it Unknown, so that waiting for
+        # Active waits for this Kueue's connections (a Workload reconciled before any worker is
+        # connected is not dispatched until something else requeues it).
+        for worker in self.worker_names:
+            cluster = self.manager.admin.get(KUEUE_API, "MultiKueueCluster", worker)
+            conditions = [c for c in (cluster.get("status") or {}).get("conditions") or [] if c["type"] != "Active"]
+            conditions.append({"type": "Active", "status": "Unknown", "reason": "KueueRestarting",
+                               "message": "Kueue restarted by the test harness",
+                               "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})  # fmt: skip
+            self.manager.admin.patch(KUEUE_API, "MultiKueueCluster", worker, {"status": {"conditions": conditions}},
+                                     subresource="status")  # fmt: skip
         instance.process.start()
         instance.wait_ready()
         self.wait_active()

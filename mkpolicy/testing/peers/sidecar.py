@@ -115,7 +115,7 @@ class SidecarProcess:
                 text = resp.read().decode()
         except urllib.error.HTTPError as exc:
             text = exc.read().decode()
-        return text.splitlines()
+        return list(text.splitlines())
 
     def restart(self) -> None:
         """Stop and start again (same ports, same state)."""
