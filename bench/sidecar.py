@@ -41,6 +41,13 @@ least disturbed one), p99s are taken over all rounds' samples.
     python bench/sidecar.py [--requests 3000] [--rounds 3] [--objects 10000] [--events 5000] [--posts 300]
                             [--list-objects 10000] [--flood 600] [--uvloop]
     python bench/sidecar.py --live-reads 10000,100000 [--reconciles 2000] [--rounds 3]
+
+``--real`` measures instead against real peers (kube-apiserver, etcd, Kueue built by
+``mkpolicy dev build-peers``; a Go toolchain): direct vs a Go reverse proxy vs mkpolicy on the
+wire, the sidecar's CPU per Kueue reconcile, Kueue's end-to-end latencies with and without
+the sidecar (``bench/sidecar_real.py``)::
+
+    python bench/sidecar.py --real [--jobs 20] [--requests 1000] [--rounds 3] [--posts 200] [--kueue-version V]
 """
 
 from __future__ import annotations
@@ -249,6 +256,13 @@ def pct(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
+def keep_round(got: dict[str, list[float]], samples: dict[str, list[float]], best: dict[str, float]) -> None:
+    """Add one round's samples to all rounds', keep each kind's best p50 (the least disturbed round)."""
+    for key, values in got.items():
+        samples[key] += values
+        best[key] = min(best.get(key, float("inf")), pct(values, 0.5))
+
+
 class Side:
     def __init__(self, base: str, token: str, ca: str) -> None:
         self.base = base
@@ -328,9 +342,7 @@ async def measure(
                 if i % 4 == 0:
                     for key, side, path in slow_kinds:
                         round_samples[key].append(await timed(session, side, "GET", path))
-            for key, values in round_samples.items():
-                samples[key] += values
-                best[key] = min(best.get(key, float("inf")), pct(values, 0.5))
+            keep_round(round_samples, samples, best)
         for key, values in samples.items():
             results[key] = {"p50": best[key], "p99": pct(values, 0.99), "mean": statistics.mean(values) * 1000}
         # the sidecar's CPU per request (robust to a noisy machine: no waiting counted)
@@ -702,6 +714,10 @@ def ready(port: int) -> bool:
 
 
 def main() -> int:
+    if "--real" in sys.argv[1:]:
+        import sidecar_real
+
+        return sidecar_real.main(sys.argv[1:])
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=3000, help="GETs per side and kind (all rounds)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of interleaved GETs (best p50 kept)")

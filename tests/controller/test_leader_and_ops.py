@@ -72,7 +72,7 @@ def test_health_readiness_and_metrics() -> None:
 
 
 def test_cli_refuses_policies_without_integration(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["controller", "--policies", str(ROOT / "policies/argo-workflow.yaml")]) == 1
+    assert main(["controller", "--policies", str(ROOT / "policies/kueue/job.yaml")]) == 1
     assert "no policy has spec.integration" in capsys.readouterr().err
 
 

@@ -285,6 +285,8 @@ def test_controller_rbac(capsys: pytest.CaptureFixture[str]) -> None:
     assert rules[(("batch.example.com",), ("batchruns",))] == ["get", "list", "watch", "update", "patch"]
     assert rules[(("tekton.dev",), ("pipelineruns",))] == ["get", "list", "watch", "update", "patch"]
     assert rules[(("kueue.x-k8s.io",), ("workloads/status",))] == ["get", "update", "patch"]
+    assert rules[(("argoproj.io",), ("workflows",))] == ["get", "list", "watch", "update", "patch"]
     assert kueue["rules"] == [{"apiGroups": ["batch.example.com"], "resources": ["batchruns"], "verbs": ["get"]},
-                              {"apiGroups": ["tekton.dev"], "resources": ["pipelineruns"], "verbs": ["get"]}]  # fmt: skip
-    assert "# left out: policy argo-workflow" in out
+                              {"apiGroups": ["tekton.dev"], "resources": ["pipelineruns"], "verbs": ["get"]},
+                              {"apiGroups": ["argoproj.io"], "resources": ["workflows"], "verbs": ["get"]}]  # fmt: skip
+    assert "# left out: policy kueue-job (Job.v1.batch): no spec.integration" in out

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -88,6 +89,15 @@ def kube_apiserver(version: str = KUBE_VERSION) -> Peer:
 def kueue(version: str = KUEUE_VERSION) -> Peer:
     """Kueue's manager (``sigs.k8s.io/kueue/cmd/kueue``)."""
     return Peer("kueue", version, f"kueue-{version}", "sigs.k8s.io/kueue/cmd/kueue", "kueue")
+
+
+def goproxy() -> Peer:
+    """The bench's baseline reverse proxy (``peers/goproxy``: our own source, the standard library only),
+    keyed by a hash of its source so that an edit rebuilds it."""
+    digest = hashlib.sha256()
+    for name in ("go.mod", "main.go"):
+        digest.update((modules_dir() / "goproxy" / name).read_bytes())
+    return Peer("goproxy", f"src-{digest.hexdigest()[:12]}", "goproxy", "mkpolicy.test/peers/goproxy", "goproxy")
 
 
 def all_peers(kueue_versions: Sequence[str] = KUEUE_VERSIONS) -> list[Peer]:

@@ -65,7 +65,7 @@ METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
 
 
 def kueue_configuration(*, health_port: int, webhook_port: int, cert_dir: Path, frameworks: Sequence[str],
-                        manager: bool) -> dict[str, Any]:  # fmt: skip
+                        manager: bool, worker_lost_timeout: str = "5m") -> dict[str, Any]:  # fmt: skip
     """Kueue's ``Configuration`` for one instance out of cluster (the manager's with ``multiKueue``)."""
     config: dict[str, Any] = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
@@ -80,7 +80,7 @@ def kueue_configuration(*, health_port: int, webhook_port: int, cert_dir: Path, 
         "featureGates": {"VisibilityOnDemand": False},
     }
     if manager:
-        config["multiKueue"] = {"gcInterval": "30s", "workerLostTimeout": "5m",
+        config["multiKueue"] = {"gcInterval": "30s", "workerLostTimeout": worker_lost_timeout,
                                 "externalFrameworks": [{"name": f} for f in frameworks]}  # fmt: skip
     return config
 
@@ -133,7 +133,7 @@ class KueueInstance:
     """Kueue's manager process on one cluster."""
 
     def __init__(self, cluster: KubeCluster, binary: Path, frameworks: Sequence[str], *, manager: bool,
-                 log_level: int) -> None:  # fmt: skip
+                 log_level: int, worker_lost_timeout: str = "5m") -> None:  # fmt: skip
         self.cluster = cluster
         self.health_port = free_port()
         self.webhook_port = free_port()
@@ -143,6 +143,7 @@ class KueueInstance:
         write_private(self.cert_dir / "tls.crt", pki.serving.cert_pem)
         write_private(self.cert_dir / "tls.key", pki.serving.key_pem)
         self.manager = manager
+        self.worker_lost_timeout = worker_lost_timeout
         self.config_file = folder / "config.yaml"
         self.config: dict[str, Any] = {}
         self.configure(frameworks)
@@ -154,8 +155,8 @@ class KueueInstance:
     def configure(self, frameworks: Sequence[str]) -> None:
         """(Re)write the configuration file with ``frameworks`` (read at Kueue's next start)."""
         self.config = kueue_configuration(health_port=self.health_port, webhook_port=self.webhook_port,
-                                          cert_dir=self.cert_dir, frameworks=frameworks,
-                                          manager=self.manager)  # fmt: skip
+                                          cert_dir=self.cert_dir, frameworks=frameworks, manager=self.manager,
+                                          worker_lost_timeout=self.worker_lost_timeout)  # fmt: skip
         write_private(self.config_file, yaml.safe_dump(self.config).encode())
 
     def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
@@ -170,7 +171,9 @@ class RealMultiKueue:
     ``quota``: each worker ClusterQueue's cpu ``nominalQuota`` (default ``"8"``; ``"0"``
     keeps a worker from admitting anything, which makes the choice of worker
     deterministic). ``policies``: a policy folder, to put the sidecar in between.
-    ``crds``: more CRD files for every cluster. ``kubeconfig_dir``: where to write
+    ``crds``: more CRD files for every cluster. ``worker_lost_timeout``: the manager Kueue's
+    ``multiKueue.workerLostTimeout`` (how long an admitted workload waits for a lost worker
+    before MultiKueue dispatches it again). ``kubeconfig_dir``: where to write
     ``manager.kubeconfig``, ``worker1.kubeconfig``...; ``run_dir``: where everything
     else goes (a temporary folder by default, removed at stop).
     """
@@ -187,6 +190,7 @@ class RealMultiKueue:
         kubeconfig_dir: Path | None = None,
         run_dir: Path | None = None,
         kueue_log_level: int = 2,
+        worker_lost_timeout: str = "5m",
         log: Callable[[str], None] = print,
     ) -> None:
         self.kueue_version = build.normalize_kueue_version(kueue_version)
@@ -196,6 +200,7 @@ class RealMultiKueue:
         self.policies = policies
         self.crd_files = list(crds)
         self.kueue_log_level = kueue_log_level
+        self.worker_lost_timeout = worker_lost_timeout
         self.log = log
         self.plane = ControlPlane(run_dir, log=log, kueue_versions=[self.kueue_version])
         self.kubeconfig_dir = kubeconfig_dir or self.plane.run_dir / "kubeconfigs"
@@ -384,7 +389,8 @@ class RealMultiKueue:
         for cluster in clusters:
             self.kueues[cluster.name] = KueueInstance(cluster, binary, self.frameworks,
                                                       manager=cluster.name == "manager",
-                                                      log_level=self.kueue_log_level)  # fmt: skip
+                                                      log_level=self.kueue_log_level,
+                                                      worker_lost_timeout=self.worker_lost_timeout)  # fmt: skip
 
         def install(cluster: KubeCluster) -> None:
             cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KUEUE_NAMESPACE}})

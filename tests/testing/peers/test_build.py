@@ -97,3 +97,18 @@ def test_kube_apiserver_gets_the_version_ldflags() -> None:
     assert "-X k8s.io/component-base/version.gitVersion=v1.36.3" in flags
     assert "-X k8s.io/component-base/version.gitMinor=36" in flags
     assert "-X k8s.io/client-go/pkg/version.gitVersion=v1.36.3" in flags
+
+
+def test_the_go_proxy_is_keyed_by_its_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Our own Go source (peers/goproxy) has no release version: an edit of it is a new cache key."""
+    checkout = build.modules_dir()
+    peers = tmp_path / "peers"
+    (peers / "goproxy").mkdir(parents=True)
+    for name in ("go.mod", "main.go"):
+        (peers / "goproxy" / name).write_bytes((checkout / "goproxy" / name).read_bytes())
+    monkeypatch.setattr(build, "modules_dir", lambda: peers)
+    before = build.goproxy()
+    assert before.version.startswith("src-") and before.module == "goproxy"
+    assert build.goproxy() == before
+    (peers / "goproxy" / "main.go").write_text((peers / "goproxy" / "main.go").read_text() + "\n// edited\n")
+    assert build.goproxy().key != before.key
