@@ -392,8 +392,8 @@ def test_refused_worker_kubeconfig_is_isolated_until_fixed(scenario: Scenario) -
     """worker2's Secret re-applied with a kubeconfig Kueue's rules refuse (insecure TLS): the
     sidecar refuses worker2 (its /readyz and metrics say why) and wires the Secret again, so
     Kueue's connection to worker2 fails on the sidecar's 503 (``Active=False``,
-    ``ClientConnectionFailed``), never reaching worker2 insecurely; worker1 keeps serving. The fixed kubeconfig re-applied: taken up without
-    a restart, worker2 Active again."""
+    ``ClientConnectionFailed``), never reaching worker2 insecurely; worker1 keeps serving. The
+    fixed kubeconfig re-applied: taken up without a restart, worker2 Active again."""
     s = scenario
     mk = s.mk
     sidecar = mk.sidecar
