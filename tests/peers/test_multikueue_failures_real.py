@@ -19,7 +19,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import datetime as _dt
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -313,14 +313,6 @@ def answer_to(server: str, ca_pem: bytes, token: str) -> int:
 
 
 # -- a refused worker kubeconfig -------------------------------------------------------------------------------
-
-
-def _mutation(change: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    def apply(kubeconfig: dict[str, Any]) -> dict[str, Any]:
-        change(kubeconfig)
-        return kubeconfig
-
-    return apply
 
 
 def _user(kubeconfig: dict[str, Any]) -> dict[str, Any]:
