@@ -356,16 +356,15 @@ def test_kueue_refuses_what_the_model_refuses(real_multikueue: RealMultiKueue) -
     mk = real_multikueue
     name = "refused-check"
     secret = f"{name}-secret"
-    mk.write_worker_secret("worker1", mk.worker_kubeconfig("worker1"), secret=secret)
-    # the first kubeconfig is refused before the cluster exists: Kueue never connects around the sidecar
-    first = yaml.safe_load(yaml.safe_dump(mk.worker_kubeconfig("worker1")))
+    # a refused kubeconfig before the cluster exists: Kueue never connects around the sidecar
+    first = mk.worker_kubeconfig("worker1")
     REFUSED["tokenFile"](first)
     mk.write_worker_secret("worker1", first, secret=secret)
     mk.manager.apply({"apiVersion": KUEUE_API, "kind": "MultiKueueCluster", "metadata": {"name": name},
                       "spec": {"clusterSource": {"kubeConfig": {"locationType": "Secret", "location": secret}}}})  # fmt: skip
     try:
         for case, mutate in REFUSED.items():
-            kubeconfig = yaml.safe_load(yaml.safe_dump(mk.worker_kubeconfig("worker1")))
+            kubeconfig = mk.worker_kubeconfig("worker1")
             mutate(kubeconfig)
             raw = yaml.safe_dump(kubeconfig).encode()
             with pytest.raises(model_kubeconfig.KubeconfigRefused) as model:
