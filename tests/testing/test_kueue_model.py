@@ -202,6 +202,37 @@ def test_eviction_redispatch_and_gc() -> None:
         asyncio.run(scenario())
 
 
+@pytest.mark.parametrize(("version", "retry"), [("0.17.1", False), ("0.17.8", True), ("0.19.2", True)])
+def test_a_remote_finished_out_of_sync(version: str, retry: bool) -> None:
+    """The worker's jobframework finishes the prebuilt Workload ``OutOfSync``: from v0.17.8 (and
+    v0.18.4, v0.19.0) a sync failure, the check Retry and nothing finished; before, the manager's
+    Workload finished ``OutOfSync`` (the job stranded). tests/peers/test_multikueue_failures_real.py
+    holds real Kueue v0.17.1 and v0.19.2 to the same."""
+    with loopback_multikueue() as env:
+
+        async def scenario() -> None:
+            async with env.kueue(version=version, time_scale=SCALE, gc_interval=1e6) as kueue:
+                await kueue.wait_connected("worker1", "worker2")
+                wl = await dispatch(env, kueue, "run", "worker1")
+                await kueue.wait_for(lambda: env.core.check_state(wl, NS) == "Ready", what="check Ready")
+                env.worker_kueue["worker1"].finish(wl, NS, "OutOfSync", "The prebuilt workload is out of sync")
+                local = ("kueue.x-k8s.io/v1beta2", "Workload", wl, NS)
+                if retry:
+                    await kueue.wait_for(lambda: env.core.check_state(wl, NS) == "Retry", what="check Retry")
+                    [message] = [c["message"] for c in env.manager.get(*local)["status"]["admissionChecks"]]
+                    assert message == ('Remote workload on worker cluster "worker1" is out of sync with its user '
+                                       'job, resetting for re-dispatch, Previously: "Ready"')  # fmt: skip
+                    assert "finished" not in kueue.outcome_kinds(NS, wl)
+                else:
+                    await kueue.wait_for(lambda: "finished" in kueue.outcome_kinds(NS, wl), what="finished")
+                    finished = next(
+                        c for c in env.manager.get(*local)["status"]["conditions"] if c["type"] == "Finished"
+                    )
+                    assert (finished["status"], finished["reason"]) == ("True", "OutOfSync")
+
+        asyncio.run(scenario())
+
+
 def test_one_refused_watch_fails_the_whole_worker() -> None:
     """A 403 on the PipelineRun watch: no watch stays open (Workloads neither), the cluster is
     not Active (ClientConnectionFailed, the server's message), retried with backoff."""
@@ -275,8 +306,12 @@ def test_a_rotated_secret_reconnects_at_once() -> None:
         (lambda k: k["users"][0]["user"].update(tokenFile="/tmp/t"), "InsecureKubeConfig", "tokenFile is not allowed"),
         (lambda k: k["clusters"][0]["cluster"].update({"insecure-skip-tls-verify": True}), "InsecureKubeConfig",
          "insecure TLS verification is not allowed for cluster worker1"),
-        (lambda k: k["users"][0]["user"].update(exec={"command": "x", "apiVersion": "client.authentication.k8s.io/v1"}),
+        (lambda k: k["users"][0]["user"].update(exec={"command": "x", "apiVersion": "client.authentication.k8s.io/v1",
+                                                       "interactiveMode": "Never"}),
          "InsecureKubeConfig", "exec plugins are not allowed"),
+        (lambda k: k["users"][0]["user"].update(exec={"command": "x", "apiVersion": "client.authentication.k8s.io/v1"}),
+         "InsecureKubeConfig",
+         "invalid configuration: interactiveMode must be specified for worker1-user to use exec authentication plugin"),
     ],
 )  # fmt: skip
 def test_a_refused_kubeconfig_is_visible(mutate: Callable[[dict[str, Any]], None], reason: str, message: str) -> None:

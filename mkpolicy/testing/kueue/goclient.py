@@ -150,6 +150,48 @@ class ApiStatusError(Exception):
         return cls(code, "", raw[:200].decode("utf-8", "replace") or f"the server answered {code}")
 
 
+class DiscoveryError(ApiStatusError):
+    """Discovery failed (controller-runtime ``pkg/client/apiutil/restmapper.go``: "failed to get
+    server groups: %w"). client-go's discovery reads answers with ``Result.Raw()``, which never
+    decodes a ``Status`` body: a non-2xx answer is ``newUnstructuredResponseError``
+    (``rest/request.go``), i.e. apimachinery's ``NewGenericServerResponse``
+    (``pkg/api/errors/errors.go``, v0.36.2) with the server's message "unknown" for a JSON body
+    and no resource: the code's generic text, the server's own message lost."""
+
+    def __init__(self, cause: ApiStatusError) -> None:
+        message = cause.message if cause.code == 0 else generic_server_response(cause.code)
+        super().__init__(cause.code, cause.reason, f"failed to get server groups: {message}")
+
+    def __str__(self) -> str:
+        return self.message
+
+
+#: ``NewGenericServerResponse``'s text per status code (the ones that ignore the server's message).
+_GENERIC = {
+    409: "the server reported a conflict",
+    404: "the server could not find the requested resource",
+    400: "the server rejected our request for an unknown reason",
+    401: "the server has asked for the client to provide credentials",
+    405: "the server does not allow this method on the requested resource",
+    406: "the server was unable to respond with a content type that the client supports",
+    422: "the server rejected our request due to an error in our request",
+    503: "the server is currently unable to handle the request",
+    504: "the server was unable to return a response in the time allotted, but may still be processing the request",
+    429: "the server has received too many requests and has asked us to try again later",
+}
+
+
+def generic_server_response(code: int, server_message: str = "unknown") -> str:
+    """``NewGenericServerResponse``'s message for ``code`` (no resource named)."""
+    if code in _GENERIC:
+        return _GENERIC[code]
+    if code in (403, 415):
+        return server_message
+    if code >= 500:
+        return f'an error on the server ("{server_message}") has prevented the request from succeeding'
+    return f"the server responded with the status code {code} but did not return more information"
+
+
 class NoKindMatch(ApiStatusError):
     """``meta.NoKindMatchError``: the server does not serve the kind."""
 
@@ -405,7 +447,10 @@ class GoClient:
         resources: dict[Gvk, Resource] = {}
         aggregated = True
         for path in ("/api", "/apis"):
-            _, headers, raw = await self.request("GET", path, kind="discovery", accept=DISCOVERY_ACCEPT)
+            try:
+                _, headers, raw = await self.request("GET", path, kind="discovery", accept=DISCOVERY_ACCEPT)
+            except ApiStatusError as exc:
+                raise DiscoveryError(exc) from None
             content_type = headers.get("Content-Type", "")
             if "as=APIGroupDiscoveryList" not in content_type:
                 aggregated = False

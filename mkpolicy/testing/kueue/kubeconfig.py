@@ -225,23 +225,24 @@ def _rest_config(
         problems.append(f"user {user_name!r} was not found for context {name!r}")
     if not cluster.get("server"):
         problems.append("no server found for cluster " + repr(cluster_name))
-    present = {
-        "token": user.get("token") or user.get("tokenFile"),
-        "basicAuth": user.get("username") or user.get("password"),
-        "clientCert": user.get("client-certificate") or user.get("client-certificate-data"),
-    }
-    methods = [m for m, value in present.items() if value]
-    if len(methods) > 1 and "basicAuth" in methods:
-        problems.append(
-            f"more than one authentication method found for {user_name}; found {methods}, only one is allowed"
-        )
+    # client-go ``validateAuthInfo`` (tools/clientcmd/validation.go, v0.35.3 and v0.36.2, what Kueue
+    # v0.17.1 and v0.19.2 link): only a token and basic auth count as methods (a client certificate
+    # beside either is allowed, tokenFile is not counted), listed as Go prints a []string.
+    methods = [m for m, value in (("token", user.get("token")), ("basicAuth", user.get("username") or
+                                                                  user.get("password"))) if value]  # fmt: skip
     ca = _pem(cluster, "certificate-authority", problems)
     cert = _pem(user, "client-certificate", problems)
     key = _pem(user, "client-key", problems)
-    if (cert is None) != (key is None):
+    if cert is not None and key is None:
         problems.append(
-            f"client-cert-data and client-key-data must both be specified for {user_name} to use the clientCert "
-            "authentication method"
+            f"client-key-data or client-key must be specified for {user_name} to use the clientCert authentication "
+            "method."
+        )
+    problems += _exec_problems(user, user_name)
+    if len(methods) > 1:
+        problems.append(
+            f"more than one authentication method found for {user_name}; found [{' '.join(methods)}], only one is "
+            "allowed"
         )
     if problems:
         joined = problems[0] if len(problems) == 1 else "[" + ", ".join(problems) + "]"
@@ -266,6 +267,30 @@ def _rest_config(
         proxy_url=str(cluster.get("proxy-url") or "") or None,
         insecure=bool(cluster.get("insecure-skip-tls-verify")),
     )
+
+
+def _exec_problems(user: Mapping[str, Any], user_name: str) -> list[str]:
+    """client-go ``validateAuthInfo``'s checks of an exec plugin (what makes it unusable before
+    Kueue's "exec plugins are not allowed" is reached)."""
+    plugin = user.get("exec")
+    if not isinstance(plugin, Mapping):
+        return []
+    out = []
+    if user.get("auth-provider"):
+        out.append(f"authProvider cannot be provided in combination with an exec plugin for {user_name}")
+    if not plugin.get("command"):
+        out.append(f"command must be specified for {user_name} to use exec authentication plugin")
+    if not plugin.get("apiVersion"):
+        out.append(f"apiVersion must be specified for {user_name} to use exec authentication plugin")
+    for env in plugin.get("env") or []:
+        if not (env or {}).get("name"):
+            out.append(f"env variable name must be specified for {user_name} to use exec authentication plugin")
+    mode = plugin.get("interactiveMode") or ""
+    if not mode:
+        out.append(f"interactiveMode must be specified for {user_name} to use exec authentication plugin")
+    elif mode not in ("Never", "IfAvailable", "Always"):
+        out.append(f'invalid interactiveMode for {user_name}: "{mode}"')
+    return out
 
 
 def _pem(body: Mapping[str, Any], key: str, problems: list[str]) -> bytes | None:

@@ -13,7 +13,10 @@ priority updates). ``Reconcile`` then ``reconcileGroup``, step by step:
 1. Deleted: remove the remote objects on every connected worker.
 2. Finished, or no quota reserved: remove the remote objects everywhere.
 3. A remote Workload finished: ownership check and ``SyncJob`` on that worker, then the
-   manager's Workload is finished with the remote's reason and message.
+   manager's Workload is finished with the remote's reason and message. Finished
+   ``OutOfSync`` (the worker's jobframework found the job unlike its prebuilt Workload)
+   is a sync failure from v0.17.8/v0.18.4/v0.19.0: the check goes to Retry while it is
+   Ready (an Event on the Workload in Kueue), nothing is finished.
 4. A remote Workload evicted: when the manager's is evicted too, ownership check and
    ``SyncJob``; when the check is Ready, set it to Retry.
 5. A remote Workload whose spec differs from the manager's: remove its objects.
@@ -50,6 +53,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("mkpolicy.testing.kueue")
 
 RESOURCE_IN_USE = "kueue.x-k8s.io/resource-in-use"
+#: ``WorkloadFinishedReasonOutOfSync``: the worker's jobframework found the job unlike its prebuilt Workload.
+OUT_OF_SYNC = "OutOfSync"
 ADMISSION_CHECK = Gvk("kueue.x-k8s.io", "v1beta2", "AdmissionCheck")
 MULTIKUEUE_CONFIG = Gvk("kueue.x-k8s.io", "v1beta2", "MultiKueueConfig")
 
@@ -216,6 +221,14 @@ class Reconciler:
             return model.settings.worker_lost_timeout if group.unavailable else None
         # 3. a remote finished
         finished, where = group.best_match("Finished")
+        if finished is not None and finished.get("reason") == OUT_OF_SYNC and model.settings.version.out_of_sync_retry:
+            if check.get("state") == "Ready":
+                await self._set_check(
+                    local, check, "Retry",
+                    f'Remote workload on worker cluster "{where}" is out of sync with its user job, resetting for '
+                    "re-dispatch",
+                )  # fmt: skip
+            return None
         if finished is not None:
             await self._sync(group, where, "finished")
             await model.patch_workload_status(

@@ -19,6 +19,11 @@ Every fact names the file (in kubernetes-sigs/kueue) and the tags it was read at
   gate, off; from v0.18 it is on (the annotation). In label mode a name over 63
   characters goes to the annotation from v0.18.5 and v0.19.1 (before, the label is
   written anyway and the worker refuses it).
+- **A remote Workload finished ``OutOfSync``** — ``reconcileGroup`` step 3
+  (``pkg/controller/admissionchecks/multikueue/workload.go``, Kueue #13047): from v0.17.8,
+  v0.18.4, v0.19.0 the MultiKueue check goes to Retry (re-dispatch) while it is Ready;
+  before, the manager's Workload is finished with reason ``OutOfSync`` like any finish
+  (read at v0.17.1 and v0.19.2).
 - **Insecure kubeconfigs** — the ``MultiKueueAllowInsecureKubeconfigs`` gate
   (v0.15-v0.18, off by default; locked off in v0.19) skips the kubeconfig rules.
 
@@ -79,6 +84,11 @@ class KueueVersion:
     def generic_clone(self) -> bool:
         """POST body is name, namespace, labels, annotations and spec (v0.17.7, v0.18.3, v0.19.0)."""
         return self._since(v17=7, v18=3, v19=0)
+
+    @property
+    def out_of_sync_retry(self) -> bool:
+        """A remote finished ``OutOfSync`` resets the check to Retry (v0.17.8, v0.18.4, v0.19.0)."""
+        return self._since(v17=8, v18=4, v19=0)
 
     @property
     def reads_before_delete(self) -> bool:

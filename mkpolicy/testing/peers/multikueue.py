@@ -46,6 +46,7 @@ from typing import Any
 
 import yaml
 
+from mkpolicy.testing.apiserver import ApiError
 from mkpolicy.testing.peers import build
 from mkpolicy.testing.peers.controlplane import READY_TIMEOUT, ControlPlane, KubeCluster
 from mkpolicy.testing.peers.pki import write_private
@@ -142,15 +143,24 @@ class KueueInstance:
         pki = cluster.plane.pki
         write_private(self.cert_dir / "tls.crt", pki.serving.cert_pem)
         write_private(self.cert_dir / "tls.key", pki.serving.key_pem)
-        self.config = kueue_configuration(health_port=self.health_port, webhook_port=self.webhook_port,
-                                          cert_dir=self.cert_dir, frameworks=frameworks, manager=manager,
-                                          worker_lost_timeout=worker_lost_timeout)  # fmt: skip
-        self.config.update(settings or {})  # e.g. manageJobsWithoutQueueName, managedJobsNamespaceSelector
-        config_file = write_private(folder / "config.yaml", yaml.safe_dump(self.config).encode())
+        self.manager = manager
+        self.worker_lost_timeout = worker_lost_timeout
+        self.settings = dict(settings or {})  # e.g. manageJobsWithoutQueueName, managedJobsNamespaceSelector
+        self.config_file = folder / "config.yaml"
+        self.config: dict[str, Any] = {}
+        self.configure(frameworks)
         kubeconfig = cluster.write_kubeconfig(folder / "kubeconfig")
         self.process = Process(f"kueue {cluster.name}", [
-            str(binary), f"--config={config_file}", f"--kubeconfig={kubeconfig}", f"--zap-log-level={log_level}",
+            str(binary), f"--config={self.config_file}", f"--kubeconfig={kubeconfig}", f"--zap-log-level={log_level}",
         ], folder / "kueue.log")  # fmt: skip
+
+    def configure(self, frameworks: Sequence[str]) -> None:
+        """(Re)write the configuration file with ``frameworks`` (read at Kueue's next start)."""
+        self.config = kueue_configuration(health_port=self.health_port, webhook_port=self.webhook_port,
+                                          cert_dir=self.cert_dir, frameworks=frameworks, manager=self.manager,
+                                          worker_lost_timeout=self.worker_lost_timeout)  # fmt: skip
+        self.config.update(self.settings)
+        write_private(self.config_file, yaml.safe_dump(self.config).encode())
 
     def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
         """Wait for ``/readyz`` (the webhook server listening)."""
@@ -268,6 +278,87 @@ class RealMultiKueue:
             conditions = json.dumps(states)
             raise PeerStartError(f"{exc.message}\nMultiKueueCluster conditions: {conditions}{sidecar}") from None
 
+    # -- what a test changes: credentials, Secrets, Kueue's configuration -----------------------------------
+
+    def worker_secret(self, worker: str) -> dict[str, Any]:
+        """``worker``'s MultiKueueCluster Secret (``<worker>-secret`` in ``kueue-system``) as stored."""
+        return self.manager.admin.get("v1", "Secret", f"{worker}-secret", KUEUE_NAMESPACE)
+
+    def write_worker_secret(self, worker: str, kubeconfig: Mapping[str, Any], *, secret: str | None = None) -> None:
+        """Re-apply a MultiKueueCluster Secret's ``kubeconfig`` key with ``kubeconfig`` (what GitOps
+        or a credential rotation does: other keys stay); ``secret``: another Secret than ``worker``'s
+        (created when missing)."""
+        name = secret or f"{worker}-secret"
+        data = {"kubeconfig": base64.b64encode(yaml.safe_dump(dict(kubeconfig)).encode()).decode()}
+        try:
+            self.manager.admin.patch("v1", "Secret", name, {"data": data}, namespace=KUEUE_NAMESPACE)
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
+            meta = {"name": name, "namespace": KUEUE_NAMESPACE}
+            self.manager.admin.create({"apiVersion": "v1", "kind": "Secret", "metadata": meta, "data": data})
+
+    def worker_kubeconfig(self, worker: str, *, token: str | None = None) -> dict[str, Any]:
+        """``worker``'s own kubeconfig as its Secret held it before wiring (admin client certificate),
+        or, with ``token``, the same server and CA with that bearer token."""
+        kubeconfig = self.workers[worker].kubeconfig(cluster=worker)
+        if token is not None:
+            for user in kubeconfig["users"]:
+                user["user"] = {"token": token}
+        return kubeconfig
+
+    def service_account_token(self, worker: str, account: str) -> str:
+        """A token of ServiceAccount ``account`` in ``kueue-system`` on ``worker`` (created with a
+        ClusterRoleBinding to ``cluster-admin`` when missing), from the TokenRequest API: the kind of
+        credential a MultiKueueCluster Secret holds (Kueue's ``test/util/multikueue.go``)."""
+        cluster = self.workers[worker]
+        rbac = "rbac.authorization.k8s.io"
+        subject = {"kind": "ServiceAccount", "name": account, "namespace": KUEUE_NAMESPACE}
+        cluster.apply({"apiVersion": "v1", "kind": "ServiceAccount",
+                       "metadata": {"name": account, "namespace": KUEUE_NAMESPACE}})  # fmt: skip
+        cluster.apply({"apiVersion": f"{rbac}/v1", "kind": "ClusterRoleBinding",
+                       "metadata": {"name": f"mkpolicy-e2e-{account}"},
+                       "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": "cluster-admin"},
+                       "subjects": [subject]})  # fmt: skip
+        path = f"/api/v1/namespaces/{KUEUE_NAMESPACE}/serviceaccounts/{account}/token"
+        request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                   "spec": {"expirationSeconds": 3600}}  # fmt: skip
+        answer = cluster.connection.http.request("POST", path, body=request)
+        return str(answer["status"]["token"])
+
+    def revoke_service_account(self, worker: str, account: str) -> None:
+        """Delete ServiceAccount ``account`` (and its binding) on ``worker``: its tokens stop authenticating."""
+        cluster = self.workers[worker]
+        cluster.admin.delete("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", f"mkpolicy-e2e-{account}")
+        cluster.admin.delete("v1", "ServiceAccount", account, KUEUE_NAMESPACE)
+
+    def set_frameworks(self, frameworks: Sequence[str]) -> None:
+        """Run the manager's Kueue with ``frameworks`` as its external frameworks: Kueue stopped,
+        its configuration and ConfigMap rewritten, the sidecar restarted (it reads that ConfigMap
+        at start: its wire contract follows Kueue's adapters), Kueue started again; returns once
+        MultiKueue is ``Active``."""
+        instance = self.kueues["manager"]
+        instance.process.stop()
+        self.frameworks = list(frameworks)
+        instance.configure(self.frameworks)
+        self._write_kueue_config()
+        if self.sidecar is not None:
+            self.sidecar.restart()
+        # The clusters' Active=True is the stopped Kueue's: mark it Unknown, so that waiting for
+        # Active waits for this Kueue's connections (a Workload reconciled before any worker is
+        # connected is not dispatched until something else requeues it).
+        for worker in self.worker_names:
+            cluster = self.manager.admin.get(KUEUE_API, "MultiKueueCluster", worker)
+            conditions = [c for c in (cluster.get("status") or {}).get("conditions") or [] if c["type"] != "Active"]
+            conditions.append({"type": "Active", "status": "Unknown", "reason": "KueueRestarting",
+                               "message": "Kueue restarted by the test harness",
+                               "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})  # fmt: skip
+            self.manager.admin.patch(KUEUE_API, "MultiKueueCluster", worker, {"status": {"conditions": conditions}},
+                                     subresource="status")  # fmt: skip
+        instance.process.start()
+        instance.wait_ready()
+        self.wait_active()
+
     # -- bring-up ----------------------------------------------------------------------------------------
 
     def start(self) -> RealMultiKueue:
@@ -365,10 +456,7 @@ class RealMultiKueue:
             manager.apply({"apiVersion": "v1", "kind": "Secret",
                            "metadata": {"name": f"{worker}-secret", "namespace": KUEUE_NAMESPACE},
                            "data": {"kubeconfig": base64.b64encode(kubeconfig).decode()}})  # fmt: skip
-        kueue_config = yaml.safe_dump(self.kueues["manager"].config)
-        manager.apply({"apiVersion": "v1", "kind": "ConfigMap",
-                       "metadata": {"name": "kueue-manager-config", "namespace": KUEUE_NAMESPACE},
-                       "data": {"controller_manager_config.yaml": kueue_config}})  # fmt: skip
+        self._write_kueue_config()
         if self.policies is not None:
             self._start_sidecar()
         for worker in self.worker_names:
@@ -383,6 +471,13 @@ class RealMultiKueue:
                                                "name": CHECK}}})  # fmt: skip
         manager.apply(flavor)
         manager.apply(self._cluster_queue("1000", with_check=True))
+
+    def _write_kueue_config(self) -> None:
+        """The manager Kueue's Configuration in ConfigMap ``kueue-manager-config`` (where the sidecar reads it)."""
+        kueue_config = yaml.safe_dump(self.kueues["manager"].config)
+        self.manager.apply({"apiVersion": "v1", "kind": "ConfigMap",
+                            "metadata": {"name": "kueue-manager-config", "namespace": KUEUE_NAMESPACE},
+                            "data": {"controller_manager_config.yaml": kueue_config}})  # fmt: skip
 
     def _start_sidecar(self) -> None:
         assert self.policies is not None

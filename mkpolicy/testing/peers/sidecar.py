@@ -104,6 +104,19 @@ class SidecarProcess:
                     return float(sample.value)
         return 0.0
 
+    def readiness(self) -> list[str]:
+        """The checks of ``/readyz?verbose`` (``ok ...``, ``warn ...``), also when not ready (503)."""
+        import urllib.error
+        import urllib.request
+
+        url = f"http://127.0.0.1:{self.ops_port}/readyz?verbose"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as resp:
+                text = resp.read().decode()
+        except urllib.error.HTTPError as exc:
+            text = exc.read().decode()
+        return list(text.splitlines())
+
     def restart(self) -> None:
         """Stop and start again (same ports, same state)."""
         self.process.stop()
