@@ -20,8 +20,9 @@ of **shapes** per **phase**:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 #: Query parameters whose values differ per run (replaced by ``{<name>}``).
@@ -51,14 +52,15 @@ class Shape:
 
 
 def _template(text: str, names: Mapping[str, str]) -> str:
+    """``text`` with each name, where it stands whole (between ``/``, ``=``, ``,`` ...), replaced."""
     for value, placeholder in sorted(names.items(), key=lambda kv: -len(kv[0])):
-        text = text.replace(value, placeholder)
+        text = re.sub(rf"(?<![\w.-]){re.escape(value)}(?![\w.-])", placeholder, text)
     return text
 
 
 def shape_of(entry: Mapping[str, Any], names: Mapping[str, str]) -> Shape:
     """The shape of one request-log entry; ``names``: per-run value -> placeholder (e.g. the
-    namespace -> ``{ns}``), replaced in the path, the query and the body's keys."""
+    namespace -> ``{ns}``), replaced in the path and the query (a body's shape has no values)."""
     query = []
     for key in sorted(entry.get("query") or {}):
         for value in entry["query"][key]:
@@ -73,22 +75,46 @@ def shape_of(entry: Mapping[str, Any], names: Mapping[str, str]) -> Shape:
         query="&".join(query),
         accept=entry.get("accept") or "",
         content_type=entry.get("contentType") or "",
-        body=_template(body, names),
+        body=body,
         code="stream" if code is None else str(code),
     )
 
 
 @dataclass(frozen=True)
 class Difference:
-    """A shape one side sent in a phase and the other did not."""
+    """A request one side sent in a phase and the other did not (``side``: model or real); or,
+    ``side`` "both", the same request with bodies of different shapes (``detail``: where)."""
 
     phase: str
-    side: str  # "model" or "real": the side that sent it
+    side: str
     shape: Shape
+    detail: str = ""
 
     def line(self) -> str:
-        """``phase: only <side>: <shape>``."""
+        """``phase: only <side>: <shape>``, or ``phase: <request>: body: <detail>``."""
+        if self.side == "both":
+            s = self.shape
+            return (
+                f"{self.phase}: {s.cluster} {s.method} {s.path}{'?' + s.query if s.query else ''}: body: {self.detail}"
+            )
         return f"{self.phase}: only {self.side}: {self.shape.line()}"
+
+
+def body_differences(model: Any, real: Any, path: str = "") -> list[str]:
+    """Where two body shapes differ: ``only model: <path>``, ``only real: <path>``, or
+    ``<path>: model <shape> / real <shape>``, at the topmost place each difference starts."""
+    if isinstance(model, dict) and isinstance(real, dict):
+        out = [f"only model: {path}{k}" for k in sorted(model.keys() - real.keys())]
+        out += [f"only real: {path}{k}" for k in sorted(real.keys() - model.keys())]
+        for key in sorted(model.keys() & real.keys()):
+            out += body_differences(model[key], real[key], f"{path}{key}.")
+        return out
+    if isinstance(model, list) and isinstance(real, list) and len(model) == len(real) == 1:
+        return body_differences(model[0], real[0], f"{path.rstrip('.')}[].")
+    if model != real:
+        where = path.rstrip(".") or "(body)"
+        return [f"{where}: model {json.dumps(model, sort_keys=True)} / real {json.dumps(real, sort_keys=True)}"]
+    return []
 
 
 def phases(
@@ -108,10 +134,21 @@ def phases(
 
 
 def compare(model: Mapping[str, set[Shape]], real: Mapping[str, set[Shape]]) -> list[Difference]:
-    """What only one side sent, per phase (phases in ``real``'s order, then shapes sorted)."""
+    """What only one side sent, per phase (phases in ``real``'s order, then shapes sorted). A request
+    both sent once with differently shaped bodies is one difference, saying where they differ."""
     out = []
     for phase in [*real, *(p for p in model if p not in real)]:
-        mine, theirs = model.get(phase, set()), real.get(phase, set())
-        out += [Difference(phase, "model", s) for s in sorted(mine - theirs)]
-        out += [Difference(phase, "real", s) for s in sorted(theirs - mine)]
+        mine, theirs = (
+            sorted(model.get(phase, set()) - real.get(phase, set())),
+            sorted(real.get(phase, set()) - model.get(phase, set())),
+        )
+        for s in list(mine):
+            twins = [t for t in theirs if replace(t, body=s.body) == s]
+            if len(twins) == 1 and len([m for m in mine if replace(m, body=s.body) == s]) == 1:
+                details = body_differences(json.loads(s.body), json.loads(twins[0].body))
+                out += [Difference(phase, "both", s, d) for d in details]
+                mine.remove(s)
+                theirs.remove(twins[0])
+        out += [Difference(phase, "model", s) for s in mine]
+        out += [Difference(phase, "real", s) for s in theirs]
     return out
