@@ -28,6 +28,9 @@ from mkpolicy.sidecar.http1 import RequestHead
 MAX_SHAPED_BODY = 1024 * 1024
 
 
+_SCALARS = {bool: "boolean", int: "number", float: "number", str: "string"}
+
+
 def shape(value: Any) -> Any:
     """A JSON value's shape: objects keep their keys (sorted), arrays the distinct shapes of
     their items, scalars become their JSON type name (``string``, ``number``, ``boolean``, ``null``)."""
@@ -40,13 +43,7 @@ def shape(value: Any) -> Any:
             if s not in out:
                 out.append(s)
         return out
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "null"
+    return _SCALARS.get(type(value), "null")
 
 
 def body_shape(body: bytes, content_type: str | None) -> Any:

@@ -65,7 +65,8 @@ def test_lifecycle_on_the_wire(version: str) -> None:
                 # default integration's (batch/job, in protobuf), then the external framework's.
                 assert [(s.method, s.path) for s in w1[:2]] == [("GET", "/api"), ("GET", "/apis")]
                 assert w1[0].headers["Accept"].startswith("application/json;g=apidiscovery.k8s.io;v=v2;")
-                watches = [s for s in w1 if s.query == WATCH_QUERY]
+                # (the open ones: on a busy machine a slow watch can time out and the client be rebuilt)
+                watches = [s for s in w1 if s.query == WATCH_QUERY and s.ended is None]
                 assert [(s.path, s.headers["Accept"]) for s in watches] == [
                     ("/apis/kueue.x-k8s.io/v1beta2/workloads", "application/json, */*"),
                     ("/apis/batch/v1/jobs", "application/vnd.kubernetes.protobuf, */*"),
