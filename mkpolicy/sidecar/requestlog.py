@@ -6,8 +6,8 @@ and ``Content-Type`` headers (no other header: the bearer token is one), the bod
 *shape* (its keys and the JSON types of its values, no value), the answer's status code
 and when the request started. Watches are logged when they start (``code`` null: a
 stream); every other request when its answer is complete. The file is opened for
-appending, so a restarted sidecar continues it; after ``maxEntries`` lines it stops,
-with a last line saying so.
+appending, so a restarted sidecar continues it; after ``maxEntries`` lines (per run) it
+stops, with a last line saying so.
 
 It is what a test compares Kueue's model with real Kueue by (``tests/peers/
 test_model_vs_real.py``), and what an operator reads to see exactly which requests a
@@ -16,13 +16,18 @@ Kueue version sends.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import time
 from typing import IO, Any
 from urllib.parse import parse_qs
 
 from mkpolicy.sidecar.config import ConfigError
 from mkpolicy.sidecar.http1 import RequestHead
+from mkpolicy.sidecar.logs import fields
+
+log = logging.getLogger("mkpolicy.sidecar.requestlog")
 
 #: Bodies larger than this are logged as ``"<large>"`` (their shape is not worth the memory).
 MAX_SHAPED_BODY = 1024 * 1024
@@ -63,7 +68,8 @@ def body_shape(body: bytes, content_type: str | None) -> Any:
 
 
 class RequestLog:
-    """An append-only JSON-lines file of request shapes, at most ``max_entries`` lines."""
+    """An append-only JSON-lines file of request shapes, at most ``max_entries`` lines per sidecar
+    run; it stops (the requests go on) when the file cannot be written."""
 
     def __init__(self, path: str, max_entries: int) -> None:
         self.path = path
@@ -80,25 +86,30 @@ class RequestLog:
             self.close()
             return
         self.entries += 1
-        fields = head.fields
+        headers = head.fields
         entry = {
             "t": round(time.time() - (time.perf_counter() - started), 6),
             "cluster": cluster,
             "method": head.method,
             "path": head.path,
             "query": parse_qs(head.query, keep_blank_values=True),
-            "accept": fields.get("accept"),
-            "contentType": fields.get("content-type"),
-            "body": body_shape(body or b"", fields.get("content-type")),
+            "accept": headers.get("accept"),
+            "contentType": headers.get("content-type"),
+            "body": body_shape(body or b"", headers.get("content-type")),
             "code": code,
         }
-        self._file.write(json.dumps(entry, separators=(",", ":")) + "\n")
+        try:
+            self._file.write(json.dumps(entry, separators=(",", ":")) + "\n")
+        except OSError as exc:  # (a full disk): the log stops, the requests go on
+            log.warning("request log stopped", extra=fields(file=self.path, error=str(exc)))
+            self.close()
 
     def close(self) -> None:
         """Close the file (nothing more is logged)."""
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        file, self._file = self._file, None
+        if file is not None:
+            with contextlib.suppress(OSError):  # what could not be written is lost
+                file.close()
 
 
 def open_request_log(path: str, max_entries: int) -> RequestLog:

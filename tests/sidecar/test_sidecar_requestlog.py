@@ -72,6 +72,14 @@ def test_a_log_that_cannot_be_opened_is_a_config_error(tmp_path: Path) -> None:
     assert exc.value.message.startswith("logging.requestLog.file: expected a file the sidecar can append to; found")
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (a device that is always full)")
+def test_a_full_disk_stops_the_log_not_the_requests() -> None:
+    log = RequestLog("/dev/full", max_entries=10)
+    log.write("worker1", head("GET /api HTTP/1.1\r\nHost: w\r\n\r\n"), 200, None, 0.0)  # no exception
+    log.write("worker1", head("GET /api HTTP/1.1\r\nHost: w\r\n\r\n"), 200, None, 0.0)
+    assert log.entries == 1
+
+
 @pytest.mark.loopback_only("runs Kueue's model on loopback clusters")
 def test_the_sidecar_logs_what_kueue_sends(tmp_path: Path) -> None:
     """Kueue's model connects and dispatches through the sidecar: its discovery, watches (when they
