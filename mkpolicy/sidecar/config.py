@@ -43,6 +43,7 @@ Example (every field but ``workers`` has a default)::
       allow: []                        # request shapes forwarded besides Kueue's (docs/sidecar-config.md)
     logging:
       level: info
+      requestLog: null                 # {file: requests.jsonl}: every request's shape, one JSON line each
 
 Unknown fields are errors; errors name the file, line and column.
 """
@@ -563,10 +564,32 @@ class Wire(_Model):
     )
 
 
+class RequestLogConfig(_Model):
+    """A JSON-lines log of the shape of every request Kueue sends a worker endpoint (off by default).
+
+    One line per request: the worker, method, path, decoded query, ``Accept`` and
+    ``Content-Type`` (no other header), the body's keys and value types (no value), the
+    answer's code and when it started. Appended to (a restart continues the file).
+    """
+
+    file: str = Field(description="Path of the file (appended to).")
+    max_entries: int = Field(default=100000, description="Lines logged at most; then logging stops, saying so.")
+
+    @field_validator("max_entries")
+    @classmethod
+    def _entries(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError(f"expected at least 1; found {value}")
+        return value
+
+
 class Logging(_Model):
     """Structured JSON logs on stderr."""
 
     level: Literal["debug", "info", "warning", "error"] = Field(default="info", description="Lowest level logged.")
+    request_log: RequestLogConfig | None = Field(
+        default=None, description="A JSON-lines log of request shapes (for comparing Kueue versions; off: null)."
+    )
 
 
 class SidecarConfig(_Model):

@@ -78,6 +78,8 @@ class Exchange:
         #: Payload bytes of a chunked body so far (bounded by ``maxBodyBytes``).
         self._payload = 0
         self._continue = head.fields.get("expect", "").lower() == "100-continue"
+        #: When a list: the body's payload is appended to it as it is read (the request log's copy).
+        self.tap: list[bytes] | None = None
 
     # -- the request body ------------------------------------------------------------------------
     @property
@@ -118,12 +120,16 @@ class Exchange:
                 raise StatusError(413, f"mkpolicy sidecar: the request body exceeds {conn.limits.max_body_bytes} bytes")
             if payload is not None:
                 payload += chunks
+            if self.tap is not None:
+                self.tap += chunks
             if used < len(data):  # the next request (pipelined): back to the buffer
                 conn.buffer[:0] = data[used:]
                 data = data[:used]
             return data
         data = conn.take(self._body_left)
         self._body_left -= len(data)
+        if self.tap is not None:
+            self.tap.append(data)
         return data
 
     async def read_body(self, limit: int) -> bytes:

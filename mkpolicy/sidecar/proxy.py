@@ -60,6 +60,7 @@ from mkpolicy.sidecar.metrics import Metrics
 from mkpolicy.sidecar.paths import Target, target_of
 from mkpolicy.sidecar.policies import Entry, PolicySet
 from mkpolicy.sidecar.relay import ref, relay_error, respond_json
+from mkpolicy.sidecar.requestlog import RequestLog
 from mkpolicy.sidecar.status import StatusError
 from mkpolicy.sidecar.transform import Outcome, context_of, measure, rewrite_status, worker_copy
 from mkpolicy.sidecar.upstream import Upstream, WorkerConnection
@@ -86,6 +87,8 @@ class Hub(Protocol):
     origin: str
     credentials: Credentials
     events: EventRecorder
+    #: The request log (``logging.requestLog``), or None.
+    request_log: RequestLog | None
 
     @property
     def kueue(self) -> KueueInfo | None:
@@ -169,6 +172,12 @@ class WorkerEndpoint:
         code = 500
         if sent is None:
             self.hub.metrics.inflight.inc()  # (the fast path counted its own)
+            request_log = self.hub.request_log
+            if request_log is not None:
+                if verb == "watch":  # a stream: logged as it starts
+                    request_log.write(self.cluster, head, None, None, exchange.started)
+                elif head.framing != "none":
+                    exchange.tap = []
         try:
             entry = self.route(head, target)
             exchange.conn.authenticated()
@@ -287,6 +296,10 @@ class WorkerEndpoint:
             )
             self._request_children[key] = counters
         counters[0].inc()
+        request_log = self.hub.request_log
+        if request_log is not None and verb != "watch":
+            tap = exchange.tap
+            request_log.write(self.cluster, exchange.head, code, b"".join(tap) if tap else None, exchange.started)
         elapsed = time.perf_counter() - exchange.started
         if verb != "watch":
             counters[1].observe(elapsed)

@@ -37,6 +37,7 @@ from mkpolicy.sidecar.metrics import Metrics
 from mkpolicy.sidecar.ops import OpsServer
 from mkpolicy.sidecar.policies import Entry, PolicySet, PolicyStore, ReloadError, holds_yaml
 from mkpolicy.sidecar.proxy import WorkerEndpoint
+from mkpolicy.sidecar.requestlog import RequestLog, open_request_log
 from mkpolicy.sidecar.transform import measure
 from mkpolicy.sidecar.wiring import UnwireResult, WireResult, multikueue_secret, unwire, wire
 from mkpolicy.sidecar.workers import WorkerLink
@@ -78,6 +79,8 @@ class Sidecar:
         self.events = EventRecorder(lambda: self._manager, self.metrics)
         #: What the Kueue beside the sidecar is configured with (read at start).
         self.kueue: KueueInfo | None = None
+        #: The request log (``logging.requestLog``), open while started.
+        self.request_log: RequestLog | None = None
         self._findings: list[Finding] = []
         self._links: dict[str, WorkerLink] = {}
         #: Workers whose Secret --wire could not point at the sidecar, and why.
@@ -263,6 +266,8 @@ class Sidecar:
 
     async def _start(self) -> None:
         cfg = self.config
+        if cfg.logging.request_log is not None:
+            self.request_log = open_request_log(cfg.logging.request_log.file, cfg.logging.request_log.max_entries)
         self._manager = KubeClient(self._manager_config or manager_rest_config(cfg), user_agent="mkpolicy-sidecar")
         self.metrics.init_series([w.name for w in cfg.workers])
         self.kueue = await read_kueue(self._manager, cfg)
@@ -434,6 +439,9 @@ class Sidecar:
         for link in self._links.values():
             await link.stop()
         await self.events.stop()
+        if self.request_log is not None:
+            self.request_log.close()
+            self.request_log = None
         if self._manager is not None:
             await self._manager.close()
             self._manager = None

@@ -297,6 +297,7 @@ def test_what_is_transformed(
         entry = Entry(adapter, ResourceInfo("tekton.dev", "v1", "PipelineRun", "pipelineruns", True))
         policies = PolicySet((entry,), "t") if active else None
         kueue = None
+        request_log = None
         contract = build_contract(None, policies)
 
         def worker_problem(self, cluster: str) -> None:

@@ -33,6 +33,7 @@ from mkpolicy.sidecar.listener import Exchange, Listener
 from mkpolicy.sidecar.metrics import Metrics
 from mkpolicy.sidecar.policies import PolicySet
 from mkpolicy.sidecar.proxy import WorkerEndpoint
+from mkpolicy.sidecar.requestlog import RequestLog
 from mkpolicy.sidecar.upstream import Upstream
 
 pytestmark = pytest.mark.timeout(30)
@@ -140,6 +141,7 @@ class StubHub:
         self.policies: PolicySet | None = PolicySet((), "none")
         self.events = EventRecorder(lambda: None, self.metrics)
         self.kueue: KueueInfo | None = None
+        self.request_log: RequestLog | None = None
         #: The wire contract's widening (``wire.allow``).
         self.allow: list[AllowRule] = list(ALLOW_ALL)
         self.allow_paths: list[AllowPath] = [AllowPath(reason="transport tests", path="/*", methods=["GET", "HEAD"])]

@@ -164,7 +164,7 @@ def test_clone_for_creation() -> None:
              "spec": {"managedBy": "kueue.x-k8s.io/multikueue"}, "status": {"x": 1}}  # fmt: skip
     assert clone_for_creation(local, KueueVersion.parse("0.19.2")) == {
         "apiVersion": "tekton.dev/v1", "kind": "PipelineRun",
-        "metadata": {"creationTimestamp": None, "name": "r", "namespace": "n", "labels": {"a": "b"}},
+        "metadata": {"name": "r", "namespace": "n", "labels": {"a": "b"}},
         "spec": {"managedBy": "kueue.x-k8s.io/multikueue"},
     }  # fmt: skip
     old = clone_for_creation(local, KueueVersion.parse("0.18.2"))

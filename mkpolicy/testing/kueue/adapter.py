@@ -88,16 +88,17 @@ def clone_for_creation(local: dict[str, Any], version: KueueVersion) -> dict[str
 
     From v0.17.7/v0.18.3/v0.19.0 ``cloneUnstructuredForCreation``: apiVersion, kind, the
     metadata ``api.CloneObjectMetaForCreation`` keeps (name, namespace, labels,
-    annotations) with ``creationTimestamp: null`` (how ``ToUnstructured`` writes a zero
-    ``metav1.Time``), and spec. Before: the manager's object with ``resourceVersion``
-    cleared (``localObj.DeepCopy(); SetResourceVersion("")``).
+    annotations; its zero ``creationTimestamp`` is left out, as every Kueue with the generic
+    clone omits it: :attr:`KueueVersion.omits_zero_timestamp`), and spec. Before: the
+    manager's object with ``resourceVersion`` cleared (``localObj.DeepCopy();
+    SetResourceVersion("")``).
     """
     if not version.generic_clone:
         whole = copy.deepcopy(local)
         whole.get("metadata", {}).pop("resourceVersion", None)
         return whole
     meta = local.get("metadata") or {}
-    kept: dict[str, Any] = {"creationTimestamp": None}
+    kept: dict[str, Any] = {}
     for key in ("name", "namespace", "labels", "annotations"):
         if meta.get(key):
             kept[key] = copy.deepcopy(meta[key])

@@ -54,6 +54,9 @@ from mkpolicy.testing.kueue.kubeconfig import RemoteConfig
 
 JSON = "application/json"
 TYPED_ACCEPT = "application/json, */*"
+#: What controller-runtime asks for client-go's own (built-in) types: protobuf
+#: (``pkg/client/apiutil/apimachinery.go`` ``createRestConfig``; client-go ``rest/request.go``).
+PROTOBUF_ACCEPT = "application/vnd.kubernetes.protobuf, */*"
 METADATA_ACCEPT = (
     "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,"
     "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
@@ -66,7 +69,8 @@ DISCOVERY_ACCEPT = (
 MERGE_PATCH = "application/merge-patch+json"
 USER_AGENT = "manager/v0.0.0 (linux/amd64) kubernetes/$Format"
 
-ClientKind = Literal["typed", "unstructured", "metadata", "discovery"]
+#: ``builtin``: a typed client of a client-go scheme type (batch/v1 Job, Pod, StatefulSet), protobuf.
+ClientKind = Literal["typed", "builtin", "unstructured", "metadata", "discovery"]
 
 
 @dataclass(frozen=True)
@@ -497,7 +501,8 @@ class GoClient:
 
     @staticmethod
     def _accept(kind: ClientKind) -> str:
-        return {"typed": TYPED_ACCEPT, "unstructured": JSON, "metadata": METADATA_ACCEPT}.get(kind, JSON)
+        accepts = {"typed": TYPED_ACCEPT, "builtin": PROTOBUF_ACCEPT, "unstructured": JSON, "metadata": METADATA_ACCEPT}
+        return accepts.get(kind, JSON)
 
     async def get(self, gvk: Gvk, namespace: str | None, name: str, kind: ClientKind) -> dict[str, Any]:
         """``client.Get``: typed, unstructured, or metadata-only (``PartialObjectMetadata``)."""
@@ -606,9 +611,12 @@ class Watch:
         self._wire = wire
 
     async def events(self) -> AsyncIterator[dict[str, Any]]:
-        """Decoded events (client-go's json.Framer: JSON values back to back)."""
+        """Decoded events (client-go's json.Framer: JSON values back to back). A protobuf stream
+        (a real API server's answer to a built-in kind's watch) is read to its end, its events
+        not decoded: the model has no use for them."""
         decoder = json.JSONDecoder()
         buf = ""
+        protobuf = self._resp.content_type.startswith("application/vnd.kubernetes.protobuf")
         try:
             while True:
                 try:
@@ -617,6 +625,8 @@ class Watch:
                     return
                 if not chunk:
                     return
+                if protobuf:
+                    continue
                 buf += chunk.decode("utf-8", "replace")
                 while True:
                     stripped = buf.lstrip()

@@ -38,7 +38,7 @@ from mkpolicy.testing.kueue.adapter import GenericAdapter
 from mkpolicy.testing.kueue.goclient import WORKLOAD, ApiStatusError, GoClient, Gvk, Sent, Wire
 from mkpolicy.testing.kueue.queue import WorkQueue
 from mkpolicy.testing.kueue.reconcile import Reconciler, condition, set_condition
-from mkpolicy.testing.kueue.remote import ConnectionState, RemoteClient
+from mkpolicy.testing.kueue.remote import BUILTIN_ADAPTERS, ConnectionState, RemoteClient
 from mkpolicy.testing.kueue.versions import DEFAULT_VERSION, Identifier, KueueVersion
 
 log = logging.getLogger("mkpolicy.testing.kueue")
@@ -70,6 +70,10 @@ class Settings:
     identifier: Identifier | None = None
     #: ``MultiKueueAllowInsecureKubeconfigs`` (v0.15-v0.18).
     allow_insecure_kubeconfigs: bool = False
+    #: ``integrations.frameworks`` with a MultiKueue adapter of a built-in kind, each watched on
+    #: every worker (Kueue's default: batch/job, ``apis/config/v1beta2/defaults.go``); see
+    #: :data:`~.remote.BUILTIN_ADAPTERS`.
+    integrations: tuple[str, ...] = ("batch/job",)
     #: Real seconds per Kueue second.
     time_scale: float = 1.0
     #: client-go's rate limit per REST client (None: 5 / time_scale).
@@ -120,6 +124,11 @@ class Kueue:
         if self.settings.identifier == "annotation" and not ver.identifier_gate:
             raise ValueError(f"Kueue {ver.name} has no WorkloadIdentifierAnnotations gate: it writes the label")
         self.identifier: Identifier = self.settings.identifier or ver.default_identifier
+        unknown = [i for i in self.settings.integrations if i not in BUILTIN_ADAPTERS]
+        if unknown:
+            raise ValueError(
+                f"integrations: expected some of {', '.join(BUILTIN_ADAPTERS)}; found {', '.join(unknown)}"
+            )
         manager_config = manager if isinstance(manager, kc.RemoteConfig) else kc.rest_config(manager)
         self.wire = Wire()
         # controller-runtime's GetConfig disables client-side rate limiting for the manager (QPS -1).

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 from mkpolicy.testing.kueue.adapter import MULTIKUEUE_CONTROLLER, ORIGIN_LABEL, GenericAdapter, NotOwned
 from mkpolicy.testing.kueue.goclient import WORKLOAD, ApiStatusError, Gvk
 from mkpolicy.testing.kueue.remote import RemoteClient
+from mkpolicy.testing.kueue.versions import KueueVersion
 
 if TYPE_CHECKING:
     from mkpolicy.testing.kueue.model import Kueue
@@ -315,7 +316,7 @@ class Reconciler:
             if remote_wl is None:
                 client = group.clients[cluster].client
                 assert client is not None
-                clone = _clone_workload(local, model.settings.origin)
+                clone = _clone_workload(local, model.settings.origin, model.settings.version)
                 try:
                     await client.create(WORKLOAD, group.namespace, clone, "typed")
                     record(group.namespace, name, "dispatched", cluster, "remote workload created")
@@ -384,9 +385,19 @@ def _spec_differs(local: Any, remote: Any) -> bool:
     """``isRemoteSpecOutOfSync``: preemption gates aside, the specs differ."""
 
     def strip(spec: Any) -> dict[str, Any]:
-        return {k: v for k, v in (spec or {}).items() if k != "preemptionGates"}
+        return {k: v for k, v in _typed_spec(spec).items() if k != "preemptionGates"}
 
     return strip(local) != strip(remote)
+
+
+def _typed_spec(spec: Any) -> dict[str, Any]:
+    """A Workload spec as Go holds it (the typed struct): each pod set's ``template.metadata`` is
+    there, ``{}`` when absent (``corev1.PodTemplateSpec.ObjectMeta``, a struct ``omitempty`` keeps)."""
+    out = copy.deepcopy(spec) if isinstance(spec, dict) else {}
+    for pod_set in out.get("podSets") or []:
+        if isinstance(pod_set, dict) and isinstance(pod_set.get("template"), dict):
+            pod_set["template"].setdefault("metadata", {})
+    return out
 
 
 def _set_check_state(local: dict[str, Any], check: str, state: str, message: str, now: str) -> list[dict[str, Any]]:
@@ -436,14 +447,19 @@ def _set_condition(obj: dict[str, Any], kind: str, status: str, reason: str, mes
     return set_condition(conditions, kind, status, reason or "Unknown", message, generation)
 
 
-def _clone_workload(local: dict[str, Any], origin: str) -> dict[str, Any]:
-    """``cloneForCreate``: name, namespace, labels (origin added, job-uid removed), annotations, spec."""
+def _clone_workload(local: dict[str, Any], origin: str, version: KueueVersion) -> dict[str, Any]:
+    """``cloneForCreate`` (``workload.go``): name, namespace, labels (origin added, job-uid removed),
+    annotations, spec; as Go encodes the typed Workload: a zero ``creationTimestamp`` as ``null``
+    before Kueue 0.17 (:attr:`KueueVersion.omits_zero_timestamp`), the empty structs that
+    ``omitempty`` keeps — ``status: {}`` (``WorkloadStatus``) and each pod set's
+    ``template.metadata: {}`` (``corev1.PodTemplateSpec.ObjectMeta``)."""
     meta = local.get("metadata") or {}
     labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != "kueue.x-k8s.io/job-uid"}
     labels[ORIGIN_LABEL] = origin
-    kept: dict[str, Any] = {"name": meta.get("name"), "namespace": meta.get("namespace"), "labels": labels,
-                            "creationTimestamp": None}  # fmt: skip
+    kept: dict[str, Any] = {"name": meta.get("name"), "namespace": meta.get("namespace"), "labels": labels}
+    if not version.omits_zero_timestamp:
+        kept["creationTimestamp"] = None
     if meta.get("annotations"):
         kept["annotations"] = copy.deepcopy(meta["annotations"])
     return {"apiVersion": WORKLOAD.api_version, "kind": "Workload", "metadata": kept,
-            "spec": copy.deepcopy(local.get("spec") or {})}  # fmt: skip
+            "spec": _typed_spec(local.get("spec")), "status": {}}  # fmt: skip

@@ -45,6 +45,15 @@ RETRY_INCREMENT = 5.0
 RETRY_MAX_STEPS = 7
 ESTABLISH_INITIAL = 60.0
 ESTABLISH_MAX = 600.0
+#: The built-in kinds of the integrations whose MultiKueue adapters watch workers
+#: (``pkg/controller/jobs/{job,pod,statefulset}/*_multikueue_adapter.go`` ``GVK()``): client-go
+#: scheme types, so watched in protobuf. The other integrations' kinds are CRDs the model's
+#: servers do not install.
+BUILTIN_ADAPTERS: dict[str, Gvk] = {
+    "batch/job": Gvk("batch", "v1", "Job"),
+    "pod": Gvk("", "v1", "Pod"),
+    "statefulset": Gvk("apps", "v1", "StatefulSet"),
+}
 
 
 def retry_after(failed: int) -> float:
@@ -129,7 +138,11 @@ class RemoteClient:
         client = self.model.new_client(config, self.cluster)
         self.client = client
         self.state.builds += 1
-        watchers: list[tuple[Gvk, str]] = [(WORKLOAD, "typed")] + [(a.gvk, "unstructured") for a in self.model.adapters]
+        # Workloads first, then each adapter's kind (cmd/kueue/main.go: the enabled integrations'
+        # built-in adapters, then the external frameworks)
+        watchers: list[tuple[Gvk, str]] = [(WORKLOAD, "typed")]
+        watchers += [(BUILTIN_ADAPTERS[i], "builtin") for i in self.model.settings.integrations]
+        watchers += [(a.gvk, "unstructured") for a in self.model.adapters]
         for gvk, kind in watchers:
             timeout = establish_timeout(self.failed_attempts + 1) * self.model.settings.time_scale
             try:
@@ -179,7 +192,10 @@ class RemoteClient:
             await self.client.close()
 
     async def _consume(self, watch: Watch, gvk: Gvk, generation: int) -> None:
+        builtin = gvk in BUILTIN_ADAPTERS.values()  # its jobs are not modelled: only its end matters
         async for event in watch.events():
+            if builtin:
+                continue
             kind = event.get("type")
             if kind in ("BOOKMARK", "ERROR"):
                 continue

@@ -196,11 +196,17 @@ class WorkerKueue:
         self.cluster = cluster
         self.cluster_queue = cluster_queue
 
-    def admit(self, name: str, namespace: str) -> None:
-        """The worker's Kueue admits the remote Workload (finalizer, admission, QuotaReserved, Admitted)."""
+    def admit(self, name: str, namespace: str, *, finalizer: bool = True) -> None:
+        """The worker's Kueue admits the remote Workload (finalizer, admission, QuotaReserved, Admitted).
+
+        ``finalizer=False``: without the ``resource-in-use`` finalizer, as real Kueue leaves a
+        remote Workload no jobframework took (only the jobframework's ``NewWorkload`` adds it,
+        ``pkg/controller/jobframework/utils.go``; MultiKueue's ``cloneForCreate`` copies none):
+        then MultiKueue has no finalizer to release (no PUT) when it removes it."""
         wl = self.cluster.get(WORKLOAD_API, "Workload", name, namespace)
-        finalizers = {"metadata": {"finalizers": [RESOURCE_IN_USE]}}
-        self.cluster.patch(WORKLOAD_API, "Workload", name, finalizers, namespace=namespace)
+        if finalizer:
+            finalizers = {"metadata": {"finalizers": [RESOURCE_IN_USE]}}
+            self.cluster.patch(WORKLOAD_API, "Workload", name, finalizers, namespace=namespace)
         conditions = (wl.get("status") or {}).get("conditions") or []
         conditions = set_condition(conditions, "QuotaReserved", "True", "QuotaReserved")
         conditions = set_condition(conditions, "Admitted", "True", "Admitted", "The workload is admitted")

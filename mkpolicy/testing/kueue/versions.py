@@ -24,6 +24,8 @@ Every fact names the file (in kubernetes-sigs/kueue) and the tags it was read at
   v0.18.4, v0.19.0 the MultiKueue check goes to Retry (re-dispatch) while it is Ready;
   before, the manager's Workload is finished with reason ``OutOfSync`` like any finish
   (read at v0.17.1 and v0.19.2).
+- **A zero creationTimestamp** — ``null`` in the bodies Kueue sends before v0.17, left out
+  from v0.17 (k8s.io/apimachinery v0.35's ``omitzero``; Kueue 0.17's ``go.mod``).
 - **Insecure kubeconfigs** — the ``MultiKueueAllowInsecureKubeconfigs`` gate
   (v0.15-v0.18, off by default; locked off in v0.19) skips the kubeconfig rules.
 
@@ -109,6 +111,14 @@ class KueueVersion:
     def identifier_fallback(self) -> bool:
         """Label mode puts names over 63 characters in the annotation (v0.18.5, v0.19.1)."""
         return self._since(v18=5, v19=1)
+
+    @property
+    def omits_zero_timestamp(self) -> bool:
+        """Go leaves a zero ``metadata.creationTimestamp`` out of the objects Kueue sends (v0.17: its
+        k8s.io/apimachinery v0.35 tags ``ObjectMeta.CreationTimestamp`` ``omitzero``,
+        ``pkg/apis/meta/v1/types.go``, which ``encoding/json`` and ``ToUnstructured``,
+        ``pkg/runtime/converter.go``, honour); before, it is written as ``null``."""
+        return self.minor >= 17
 
     @property
     def insecure_kubeconfig_gate(self) -> bool:

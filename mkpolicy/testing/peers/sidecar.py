@@ -60,7 +60,10 @@ class SidecarProcess:
             "state": {"dir": str(folder / "state")},
             "reload": {"intervalSeconds": 1},
             "shutdown": {"gracePeriodSeconds": 2},
+            "logging": {"requestLog": {"file": str(folder / "requests.jsonl")}},
         }  # fmt: skip
+        #: Every request's shape, across restarts (:mod:`mkpolicy.sidecar.requestlog`).
+        self.request_log = folder / "requests.jsonl"
         if kueue_version:
             config["kueue"] = {"version": kueue_version.lstrip("v")}
         self.config_file = write_private(folder / "config.yaml", yaml.safe_dump(config).encode())

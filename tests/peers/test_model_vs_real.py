@@ -1,0 +1,178 @@
+"""Kueue's model held against real Kueue, request by request, through the sidecar.
+
+The same lifecycle — connect, dispatch, status write-back, finish — played twice per Kueue
+version: on real peers (real Kueue, ``real_multikueue``) and on loopback API servers with
+Kueue's model at the same version (``Kueue(version=...)``), the sidecar between Kueue and
+the workers both times, its request log on (:mod:`mkpolicy.sidecar.requestlog`). The two
+logs are compared as request shapes per phase (:mod:`mkpolicy.testing.requestshapes`):
+every difference left is listed in docs/testing.md ("The model against real Kueue, request
+by request") with its reason, and asserted exactly here, so a new difference fails and so
+does a fixed one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from peer_waits import condition, eventually
+from test_multikueue_real import PR, WL, Scenario, pipelinerun, tekton_status
+
+from mkpolicy.sidecar.requestlog import read_log
+from mkpolicy.testing.kueue.simulate import workload_name
+from mkpolicy.testing.peers.multikueue import KUEUE_API, LOCAL_QUEUE, RealMultiKueue
+from mkpolicy.testing.requestshapes import Shape, compare, phases, shape_of
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sidecar"))
+from sidecar_harness import clusters, multikueue, policy_dir
+
+pytestmark = [pytest.mark.real_peers, pytest.mark.timeout(600)]
+
+ROOT = Path(__file__).resolve().parents[2]
+TEKTON = ROOT / "policies" / "tekton-pipelinerun.yaml"
+#: Seconds for the reconciles a step set off to end before the next phase starts (real Kueue
+#: batches a Workload's events for a second; the model at time_scale 0.01 for 10 ms).
+SETTLE = {"real": 3.0, "model": 0.5}
+#: What the model sends otherwise than real Kueue, per version (docs/testing.md, "The model
+#: against real Kueue, request by request", says why).
+DIFFERENCES: dict[str, list[str]] = {
+    "v0.19.2": [],
+    "v0.17.1": [
+        # the manager's whole object is the creation body before 0.17.7; kube-apiserver keeps
+        # managedFields in it, the loopback server keeps none
+        "dispatch: worker1 POST /apis/tekton.dev/v1/namespaces/{ns}/pipelineruns: body: only real: metadata.managedFields",
+    ],
+}
+#: Kueue's garbage collector's LIST (the remote Workloads of its origin, every namespace).
+GC_LIST = "/apis/kueue.x-k8s.io/v1beta2/workloads"
+#: The job's name (distinctive: it is replaced by ``{job}`` wherever it appears).
+JOB = "mvrjob"
+
+
+def recorded(log: Path, marks: list[tuple[str, float]], ns: str, names: dict[str, str]) -> dict[str, set[Shape]]:
+    """A run's shapes per phase: ``connect`` — the requests outside any namespace (discovery,
+    watches, garbage collection) of Kueue's first connection (before the log's first namespaced
+    request) and during the scenario (not those of other tests sharing the peers, which may
+    restart the sidecar or stop a worker); then the scenario's phases, the requests in its
+    namespace."""
+    entries = read_log(str(log))
+    start = marks[0][1]
+    first = min((e["t"] for e in entries if "/namespaces/" in e["path"]), default=start)
+    connect = {
+        shape_of(e, names) for e in entries if "/namespaces/" not in e["path"] and (e["t"] < first or e["t"] >= start)
+    }
+    inside = [e for e in entries if f"/namespaces/{ns}/" in e["path"]]
+    return {"connect": connect, **phases(inside, marks, names)}
+
+
+def gc_ran(log: Path, since: float) -> bool:
+    """Whether Kueue's garbage collector has LISTed both workers' Workloads since ``since``
+    (``runGC``, every ``gcInterval``: 30 s on the real peers)."""
+    entries = read_log(str(log))
+    lists = {e["cluster"] for e in entries
+             if e["t"] >= since and e["method"] == "GET" and e["path"] == GC_LIST and "watch" not in e["query"]}  # fmt: skip
+    return lists == {"worker1", "worker2"}
+
+
+def real_run(mk: RealMultiKueue, ns: str, tmp: Path) -> dict[str, set[Shape]]:
+    """The lifecycle on real Kueue (what ``test_multikueue_real`` plays, phase by phase)."""
+    s = Scenario(mk, ns, tmp)
+    marks: list[tuple[str, float]] = []
+    settle = SETTLE["real"]
+    marks.append(("dispatch", time.time()))
+    wl = s.submit(JOB)
+    s.copy_created(JOB, wl, "worker1")
+    s.admitted_on(wl, "worker1")
+    s.nothing_left(JOB, wl, "worker2")
+    time.sleep(settle)
+    marks.append(("status", time.time()))
+    s.status_written(JOB, wl, "worker1", 2)
+    time.sleep(settle)
+    marks.append(("finish", time.time()))
+    s.finish(wl, "worker1")
+    eventually(lambda: condition(s.manager().get(*WL, wl, ns), "Finished").get("status") == "True",
+               "the manager's Workload finished")  # fmt: skip
+    s.nothing_left(JOB, wl, "worker1")
+    time.sleep(settle)
+    assert mk.sidecar is not None
+    log = mk.sidecar.request_log
+    eventually(lambda: gc_ran(log, marks[0][1]), "Kueue's garbage collection LISTs")
+    return recorded(log, marks, ns, {ns: "{ns}", wl: "{workload}", JOB: "{job}"})
+
+
+def submit(manager: Any, job: dict[str, Any]) -> str:
+    """The PipelineRun created, then its Workload as the real run's integration makes it
+    (``Scenario.submit``: a controller ownerReference, LocalQueue ``lq``, one pod set); its name."""
+    job = manager.create(job)
+    meta = job["metadata"]
+    name = workload_name("PipelineRun", meta["name"], meta["uid"], "tekton.dev")
+    owner = {"apiVersion": "tekton.dev/v1", "kind": "PipelineRun", "name": meta["name"], "uid": meta["uid"],
+             "controller": True, "blockOwnerDeletion": True}  # fmt: skip
+    pod = {"spec": {"restartPolicy": "Never",
+                    "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}}  # fmt: skip
+    manager.create({"apiVersion": KUEUE_API, "kind": "Workload",
+                    "metadata": {"name": name, "namespace": meta["namespace"], "ownerReferences": [owner]},
+                    "spec": {"queueName": LOCAL_QUEUE, "podSets": [{"name": "main", "count": 1, "template": pod}]}})  # fmt: skip
+    return name
+
+
+def model_run(version: str, tmp: Path) -> dict[str, set[Shape]]:
+    """The same lifecycle with Kueue's model at ``version`` on loopback servers; the test plays the
+    manager's scheduler and the workers' Kueue as real Kueue does them (worker1 admits, worker2 has
+    no quota and never does) and Tekton as the real run does."""
+    log = tmp / "model-requests.jsonl"
+    marks: list[tuple[str, float]] = []
+    settle = SETTLE["model"]
+    with clusters(tmp) as env:
+        ns = env.ns
+
+        async def scenario() -> str:
+            config = {"logging": {"requestLog": {"file": str(log)}}}
+            async with multikueue(env, policy_dir(tmp, TEKTON), version=version.lstrip("v"),
+                                  sidecar_config=config) as (mk, _, model):  # fmt: skip
+                worker1 = mk.workers["worker1"]
+
+                async def until(check: Callable[[], Any], what: str) -> None:
+                    await model.wait_for(check, what=what)
+
+                await model.wait_connected("worker1", "worker2")
+                marks.append(("dispatch", time.time()))
+                job = pipelinerun(JOB, ns)
+                job["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] = "{}"
+                wl = submit(env.manager, job)
+                mk.core.admit(wl, ns)
+                await until(lambda: model.outcome_kinds(ns, wl).count("dispatched") == 2, "dispatch")
+                mk.worker_kueue["worker1"].admit(wl, ns, finalizer=False)
+                await until(lambda: worker1.list(*PR, namespace=ns), "the copy on worker1")
+                await until(lambda: not mk.workers["worker2"].list(*WL, namespace=ns), "worker2's remote Workload gone")
+                await asyncio.sleep(settle)
+                marks.append(("status", time.time()))
+                worker1.patch(*PR, JOB, {"status": tekton_status(2)}, namespace=ns, subresource="status")
+                await until(lambda: "status" in env.manager.get(*PR, JOB, ns), "status written back")
+                await asyncio.sleep(settle)
+                marks.append(("finish", time.time()))
+                mk.worker_kueue["worker1"].finish(wl, ns)
+                await until(lambda: "finished" in model.outcome_kinds(ns, wl), "finished")
+                await until(lambda: not worker1.list(*PR, namespace=ns) and not worker1.list(*WL, namespace=ns),
+                            "nothing left on worker1")  # fmt: skip
+                await asyncio.sleep(settle)
+                return wl
+
+        wl = asyncio.run(scenario())
+    return recorded(log, marks, ns, {ns: "{ns}", wl: "{workload}", JOB: "{job}"})
+
+
+def test_model_sends_what_real_kueue_sends(
+    real_multikueue: RealMultiKueue, real_namespace: str, tmp_path: Path
+) -> None:
+    """Per Kueue version: the model's requests and real Kueue's, shape by shape and phase by phase;
+    what differs is exactly the list in docs/testing.md."""
+    version = real_multikueue.kueue_version
+    real = real_run(real_multikueue, real_namespace, tmp_path)
+    model = model_run(version, tmp_path)
+    assert [d.line() for d in compare(model, real)] == DIFFERENCES[version]
