@@ -24,9 +24,6 @@ ValidatingAdmissionPolicies (VAP, v1) do for a kind with ``spec.integration``:
 * :func:`managed_by_policy` — ``ApplyDefaultForManagedBy``, as a per-cluster decision (a MAP
   cannot walk LocalQueue -> ClusterQueue -> AdmissionChecks): the managedBy field set to
   MultiKueue at creation on a manager cluster;
-* :func:`managed_by_mirror_policy` — for kinds whose managedBy is mirrored from a label
-  (Argo Workflows): on CREATE the field is set from the label and a controller instance-id
-  label is set; on UPDATE the field is kept from ``oldObject`` (sticky);
 * :func:`validation_policies` — ``ValidateJobOnCreate``/``ValidateJobOnUpdate``
   (``validation.go``): queue-name a DNS-1123 subdomain, immutable while the object runs and not
   emptied where a default LocalQueue exists; max-exec-time a positive integer, immutable unless
@@ -61,7 +58,7 @@ from mkpolicy.errors import PolicyError
 from mkpolicy.jsonvalues import copy_json
 from mkpolicy.kube.kueueconfig import KueueConfig
 from mkpolicy.kube.labelselector import both
-from mkpolicy.policy import MULTIKUEUE_CONTROLLER, FrameworkPolicy, parse_gvk
+from mkpolicy.policy import FrameworkPolicy, parse_gvk
 from mkpolicy.policy.model import SUSPENDED_BY_KUEUE, check_pointer
 from mkpolicy.policy.resources import plural
 from mkpolicy.structural import Schema
@@ -97,20 +94,6 @@ class AdmissionOptions:
     #: Kinds (``Kind.version.group``) whose children are left alone: their own integration
     #: queues the parent (``IsOwnerManagedByKueue`` approximated on the controller owner).
     managed_owner_kinds: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True)
-class ManagedByMirror:
-    """managedBy mirrored from a label (Argo Workflows, which has no managedBy of its own)."""
-
-    #: The label whose value the managedBy field takes at creation.
-    label: str
-    #: The controller instance-id label set at creation (None: none).
-    instance_id_label: str | None = ARGO_INSTANCE_ID_LABEL
-    #: Its value (for Argo: an instance id no Argo controller on the cluster serves).
-    instance_id: str = "kueue-multikueue"
-    #: Only when the label holds one of these values (empty: any value).
-    values: frozenset[str] = field(default_factory=lambda: frozenset({MULTIKUEUE_CONTROLLER}))
 
 
 DEFAULTS = AdmissionOptions()
@@ -340,71 +323,6 @@ def managed_by_policy(policy: FrameworkPolicy, options: AdmissionOptions = DEFAU
         f'[JSONPatch{{op: "add", path: "{managed_by.path}", value: "{managed_by.value}"}}]',
     )
     return _map(_name(options, policy, "managed-by"), policy, options, ["CREATE"], conditions, [mutation])
-
-
-def managed_by_mirror_policy(
-    policy: FrameworkPolicy, mirror: ManagedByMirror, options: AdmissionOptions = DEFAULTS
-) -> list[dict[str, Any]]:
-    """Two MAPs and their bindings for a managedBy mirrored from a label: on CREATE the field takes
-    the label's value and the instance-id label is set; on UPDATE a field the old object had and
-    the new one lost comes back from ``oldObject`` (sticky, as a real managedBy field is immutable)."""
-    managed_by = policy.spec.managed_by
-    if managed_by is None:
-        raise PolicyError(f"policy {policy.name} has managedBy: null: there is no field to mirror the label into")
-    tokens = check_pointer(managed_by.path)
-    parent = "/" + "/".join(t.replace("~", "~0").replace("/", "~1") for t in tokens[:-1])
-    has_parent, _ = _pointer_expression(tokens[:-1], "object") if len(tokens) > 1 else ("true", "")
-    value = _label("object", mirror.label)
-    wanted = f'{value} != ""'
-    if mirror.values:
-        allowed = ", ".join(f'"{v}"' for v in sorted(mirror.values))
-        wanted = f"{value} in [{allowed}]"
-    key = tokens[-1]
-    create_mutations = [
-        _mutation(
-            "JSONPatch",
-            f"{has_parent} ? "
-            f'[JSONPatch{{op: "add", path: "{managed_by.path}", value: {value}}}] : '
-            f'[JSONPatch{{op: "add", path: "{parent}", value: {{"{key}": {value}}}}}]'
-            if len(tokens) > 1
-            else f'[JSONPatch{{op: "add", path: "{managed_by.path}", value: {value}}}]',
-        )
-    ]
-    if mirror.instance_id_label is not None:
-        create_mutations.append(
-            _mutation(
-                "ApplyConfiguration",
-                _set_label(mirror.instance_id_label, mirror.instance_id),
-            )
-        )
-    create = _map(
-        _name(options, policy, "managed-by-mirror"),
-        policy,
-        options,
-        ["CREATE"],
-        [_worker_copy(), {"name": "mirrored-label", "expression": wanted}],
-        create_mutations,
-    )
-    old_has, old_value = _pointer_expression(tokens, "oldObject")
-    new_has, _ = _pointer_expression(tokens, "object")
-    sticky = _map(
-        _name(options, policy, "managed-by-sticky"),
-        policy,
-        options,
-        ["UPDATE"],
-        [{"name": "lost-managed-by", "expression": f"{old_has} && !{new_has}"}],
-        [
-            _mutation(
-                "JSONPatch",
-                f"{has_parent} ? "
-                f'[JSONPatch{{op: "add", path: "{managed_by.path}", value: {old_value}}}] : '
-                f'[JSONPatch{{op: "add", path: "{parent}", value: {{"{key}": {old_value}}}}}]'
-                if len(tokens) > 1
-                else f'[JSONPatch{{op: "add", path: "{managed_by.path}", value: {old_value}}}]',
-            )
-        ],
-    )
-    return create + sticky
 
 
 def _vap(

@@ -3,7 +3,6 @@ against Kueue's job webhook (``pkg/controller/jobframework``: defaults_test.go, 
 
 from __future__ import annotations
 
-import copy
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -14,11 +13,9 @@ import yaml
 from mkpolicy.cli.main import main
 from mkpolicy.engine.admission_policies import (
     AdmissionOptions,
-    ManagedByMirror,
     admission_manifests,
     evaluate_mutating,
     evaluate_validating,
-    managed_by_mirror_policy,
     managed_by_policy,
     suspend_policy,
 )
@@ -203,35 +200,6 @@ spec:
   framework: Workflow.v1alpha1.argoproj.io
   managedBy: {path: /spec/managedBy}
 """
-
-
-def test_managed_by_mirrored_from_a_label() -> None:
-    wf_policy = loads(MIRRORED, "wf.yaml")[0]
-    mirror = ManagedByMirror(label="kueue.x-k8s.io/managed-by")
-    create_map, _, sticky_map, _ = managed_by_mirror_policy(wf_policy, mirror, AdmissionOptions(map_version="v1beta1"))
-    assert create_map["apiVersion"] == "admissionregistration.k8s.io/v1beta1"
-    wf: dict[str, Any] = {
-        "apiVersion": "argoproj.io/v1alpha1",
-        "kind": "Workflow",
-        "metadata": {"name": "w", "labels": {"kueue.x-k8s.io/managed-by": "kueue.x-k8s.io/multikueue"}},
-        "spec": {"entrypoint": "main"},
-    }
-    created = evaluate_mutating(create_map, wf)
-    assert created["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
-    assert created["metadata"]["labels"]["workflows.argoproj.io/controller-instanceid"] == "kueue-multikueue"
-    other = copy.deepcopy(wf)
-    other["metadata"]["labels"]["kueue.x-k8s.io/managed-by"] = "someone-else"
-    assert evaluate_mutating(create_map, other) == other
-    dropped = copy.deepcopy(created)
-    del dropped["spec"]["managedBy"]
-    kept = evaluate_mutating(sticky_map, dropped, old=created, operation="UPDATE")
-    assert kept["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
-    assert evaluate_mutating(sticky_map, created, old=created, operation="UPDATE") == created
-    no_spec = copy.deepcopy(dropped)
-    del no_spec["spec"]
-    assert evaluate_mutating(sticky_map, no_spec, old=created, operation="UPDATE")["spec"] == {
-        "managedBy": "kueue.x-k8s.io/multikueue"
-    }
 
 
 def test_expressions_that_need_more_than_the_object_are_refused() -> None:
