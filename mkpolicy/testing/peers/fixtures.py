@@ -47,13 +47,26 @@ _BUILD_ERROR: list[build.PeerBuildError] = []
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``--dist loadgroup``) every ``real_peers`` test runs in one worker:
-    they share the session's peers instead of each worker starting its own."""
+    """Under pytest-xdist (``--dist loadgroup``) the ``real_peers`` tests of one Kueue version run
+    in one worker, in order (they share that version's MultiKueue, and the wire-contract check
+    comes after the scenarios), and those of no version in another group: the groups' bring-ups
+    and waits overlap instead of queueing behind each other."""
     if not config.pluginmanager.hasplugin("xdist"):
         return
     for item in items:
         if item.get_closest_marker("real_peers") is not None:
-            item.add_marker(pytest.mark.xdist_group("real-peers"))
+            item.add_marker(pytest.mark.xdist_group(real_peers_group(item)))
+
+
+def real_peers_group(item: pytest.Item) -> str:
+    """The xdist group of a real-peer test: ``real-peers-<Kueue version>`` when it is parametrized
+    by one, else ``real-peers``."""
+    callspec = getattr(item, "callspec", None)
+    ident = callspec.id if callspec is not None else ""
+    for version in build.KUEUE_VERSIONS:
+        if f"kueue-{version}" in ident:
+            return f"real-peers-kueue-{version}"
+    return "real-peers"
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

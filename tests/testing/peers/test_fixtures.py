@@ -9,8 +9,12 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
+
+from mkpolicy.testing.peers.fixtures import real_peers_group
 
 ROOT = Path(__file__).resolve().parents[3]
 TEST = "tests/testing/peers/test_controlplane.py::test_kube_apiserver_reports_its_release_version"
@@ -47,3 +51,18 @@ def test_with_go_a_failed_build_fails_the_tests_quoting_go(tmp_path: Path) -> No
     assert "1 error" in proc.stdout and "skipped" not in proc.stdout
     assert "go build of etcd-v3.6.16 failed (exit 1)" in proc.stdout
     assert "403 Forbidden" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("callspec_id", "group"),
+    [
+        ("kueue-v0.19.2", "real-peers-kueue-v0.19.2"),
+        ("step-3-kueue-v0.17.1", "real-peers-kueue-v0.17.1"),
+        ("patch-add", "real-peers"),
+        (None, "real-peers"),
+    ],
+)
+def test_real_peer_tests_are_grouped_by_kueue_version(callspec_id: str | None, group: str) -> None:
+    """Each Kueue version's tests share one xdist worker (and its MultiKueue), the rest another."""
+    item = SimpleNamespace(callspec=SimpleNamespace(id=callspec_id)) if callspec_id is not None else SimpleNamespace()
+    assert real_peers_group(cast(pytest.Item, item)) == group
