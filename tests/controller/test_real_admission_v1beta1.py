@@ -140,7 +140,8 @@ def _created_under_both(admin: Any, obj: dict[str, Any]) -> dict[str, Any]:
             last = f"refused: {exc}"
         else:
             meta = stored["metadata"]
-            if (meta.get("labels") or {}).get("kueue.x-k8s.io/queue-name") and MARKER in (meta.get("annotations") or {}):
+            queued = (meta.get("labels") or {}).get("kueue.x-k8s.io/queue-name")
+            if queued and MARKER in (meta.get("annotations") or {}):
                 return stored
             last = {"labels": meta.get("labels"), "annotations": meta.get("annotations"),
                     "suspend": stored["spec"].get("suspend")}  # fmt: skip
