@@ -188,7 +188,10 @@ class Run:
         deadline = time.monotonic() + HELD_FOR
         while time.monotonic() < deadline:
             now = self.workload()
-            assert condition(now, "QuotaReserved").get("status") == "True", f"quota released while a pod runs: {now}"
+            conditions = {c["type"]: (c["status"], c["reason"]) for c in now["status"]["conditions"]}
+            assert condition(now, "QuotaReserved").get("status") == "True", (
+                f"quota released while a pod runs: {conditions}"
+            )
             assert condition(now, "Evicted").get("status") == "True"
             also()
             time.sleep(0.5)
@@ -202,35 +205,35 @@ class Run:
         assert (got.get("status"), got.get("reason")) == requeued
         assert self.workflow()["spec"]["suspend"] is True
 
-    def delete(self) -> None:
-        self.admin.delete(*WF, self.name, NS)
-
 
 def reserving(kube: KubeCluster) -> int:
     """The ClusterQueue's ``status.reservingWorkloads`` (the Workloads Kueue's cache counts)."""
     return int((kube.admin.get(API, "ClusterQueue", "cq").get("status") or {}).get("reservingWorkloads") or 0)
 
 
-def cleaned_up(kube: KubeCluster, *runs: Run) -> None:
-    """The Workflows deleted: the controller finishes their Workloads, the ClusterQueue holds nothing."""
-    for run in runs:
-        run.delete()
-    eventually(lambda: reserving(kube) == 0, "the ClusterQueue empty after the deletions")
+@pytest.fixture
+def kube(argo_kueue: KubeCluster) -> Iterator[KubeCluster]:
+    """``argo_kueue``; afterwards every Workflow deleted (the controller finishes their Workloads)
+    and the ClusterQueue empty again, for the next test."""
+    yield argo_kueue
+    for obj in argo_kueue.admin.list(*WF, namespace=NS):
+        argo_kueue.admin.delete(*WF, obj["metadata"]["name"], NS)
+    eventually(lambda: reserving(argo_kueue) == 0, "the ClusterQueue empty after the deletions")
 
 
 def test_preempted_on_one_cluster_the_workflow_drains_and_keeps_its_quota_until_its_pod_is_done(
-    argo_kueue: KubeCluster,
+    kube: KubeCluster,
 ) -> None:
-    low = Run(argo_kueue, "low")
+    low = Run(kube, "low")
     low.started()
     low.play_argo(node="Running", pod_running="True")
 
     # A higher priority that does not fit beside it: real Kueue preempts "low".
-    high = Run(argo_kueue, "high", priority="high")
+    high = Run(kube, "high", priority="high")
     low.stopped("Preempted")
 
     def high_waits() -> None:
-        assert reserving(argo_kueue) == 1, "the ClusterQueue counts only the draining Workflow"
+        assert reserving(kube) == 1, "the ClusterQueue counts only the draining Workflow"
         assert condition(high.workload(), "QuotaReserved").get("status") != "True"
         assert high.workflow()["spec"]["suspend"] is True
 
@@ -241,25 +244,23 @@ def test_preempted_on_one_cluster_the_workflow_drains_and_keeps_its_quota_until_
     low.play_argo(node="Succeeded", pod_running="False")
     low.released(("True", "Preempted"))
     high.started()
-    cleaned_up(argo_kueue, high, low)
 
 
 def test_deactivated_on_one_cluster_the_workload_keeps_quota_reserved_until_its_pod_is_done(
-    argo_kueue: KubeCluster,
+    kube: KubeCluster,
 ) -> None:
     """The same drain for a deactivated Workload. Real Kueue drops a Workload that is not active from
     its scheduler's cache at once (``Update`` in ``pkg/controller/core/workload_controller.go``,
     v0.19.2: ``case status == workload.StatusFinished || !active`` deletes it from the cache), so the
     ClusterQueue stops counting it while ``QuotaReserved`` stays True on the Workload until the
     controller clears it."""
-    run = Run(argo_kueue, "deactivated")
+    run = Run(kube, "deactivated")
     run.started()
     run.play_argo(node="Running", pod_running="True")
     run.admin.patch(*WL, run.workload_name, {"spec": {"active": False}}, namespace=NS)
     run.stopped("Deactivated")
-    eventually(lambda: reserving(argo_kueue) == 0, "Kueue's cache no longer counting the deactivated Workload")
+    eventually(lambda: reserving(kube) == 0, "Kueue's cache no longer counting the deactivated Workload")
     run.held_while_running(lambda: None)
     run.play_argo(node="Succeeded", pod_running="False")
     run.released(("False", "Deactivated"))
     assert "admission" not in run.workload()["status"]
-    cleaned_up(argo_kueue, run)
