@@ -18,7 +18,6 @@ the harness or Go is missing."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import time
@@ -34,6 +33,7 @@ pytest.importorskip("mkpolicy.testing.peers.onekueue", reason="the real-peer har
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sidecar"))
 from argo_harness import ARGO, FRAMEWORK, argo_crds, argo_status
+from sidecar_harness import policy_dir
 
 from mkpolicy.testing.kueue.simulate import workload_name
 from mkpolicy.testing.peers.admission import create_admitted
@@ -45,7 +45,6 @@ from mkpolicy.testing.peers.sidecar import http_ok
 
 pytestmark = [pytest.mark.real_peers, pytest.mark.timeout(900)]
 
-ROOT = Path(__file__).resolve().parents[2]
 VERSION = "v0.19.2"
 API = "kueue.x-k8s.io/v1beta2"
 WF = ("argoproj.io/v1alpha1", "Workflow")
@@ -84,10 +83,7 @@ def argo_kueue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeCluster
     ``high``), the exported admission policies in effect, and ``mkpolicy controller``."""
     require_go()
     tmp = tmp_path_factory.mktemp("argo-drain")
-    policies = tmp / "policies"
-    policies.mkdir()
-    shutil.copy(ARGO, policies)
-    shutil.copytree(ROOT / "schemas", tmp / "schemas")
+    policies = policy_dir(tmp, ARGO)
     shipped, _ = argo_crds()
     with ControlPlane(log=lambda line: print(f"[peers] {line}", flush=True), kueue_versions=[VERSION]) as plane:
         kube = plane.add_cluster("kube")
