@@ -13,8 +13,12 @@ finish) and keeps the quota while ``active`` holds (Argo's ``PodRunning`` condit
 node Running); once the node is done, the quota is released. That ordering is Kueue's
 ``ReconcileGenericJob`` step 6, "handle eviction" (``pkg/controller/jobframework/reconciler.go``,
 v0.19.2): ``stopJob`` first, then, only ``if !job.IsActive()``, ``UnsetQuotaReservationWithCondition``
-with ``SetRequeuedCondition`` (True only for ``Preempted`` and ``NodeFailures``). Skipped where
-the harness or Go is missing."""
+with ``SetRequeuedCondition`` (True only for ``Preempted`` and ``NodeFailures``).
+
+Preempted, the draining Workflow's quota is really held: the ClusterQueue still counts it and
+the preemptor waits until the pod is done. Deactivated, the Workload keeps ``QuotaReserved``
+just as long, but Kueue itself stops counting a Workload that is not active at once (the second
+test). Skipped where the harness or Go is missing."""
 
 from __future__ import annotations
 
