@@ -95,7 +95,8 @@ def argo_kueue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeCluster
         with kueue_on(kube, VERSION, [FRAMEWORK], crds=[shipped]) as kueue:
             kube.apply({"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": "default"}})
             kube.apply({"apiVersion": API, "kind": "ClusterQueue", "metadata": {"name": "cq"}, "spec": {
-                "namespaceSelector": {}, "preemption": {"withinClusterQueue": "LowerPriority"}, "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+                "namespaceSelector": {}, "preemption": {"withinClusterQueue": "LowerPriority"},
+                "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
                     {"name": "default", "resources": [{"name": "cpu", "nominalQuota": "8"}]}]}]}})  # fmt: skip
             kube.apply({"apiVersion": API, "kind": "LocalQueue", "metadata": {"name": QUEUE, "namespace": NS},
                         "spec": {"clusterQueue": "cq"}})  # fmt: skip

@@ -13,8 +13,8 @@ etcd runs with ``--unsafe-no-fsync`` (as envtest: controller-runtime
 (``controlplane/apiserver.go``: client-CA admin, service-account keys, RBAC, no
 ServiceAccount admission), on a free loopback port, and a cluster's own ``extra_args`` after
 them (e.g. ``--runtime-config=admissionregistration.k8s.io/v1beta1=true`` for an API off by
-default). Stopping a cluster keeps its data in
-etcd: :meth:`KubeCluster.start` brings it back with the same address and objects.
+default). Stopping a cluster keeps its data in etcd: :meth:`KubeCluster.start` brings it
+back with the same address and objects.
 """
 
 from __future__ import annotations
