@@ -112,3 +112,21 @@ def test_the_go_proxy_is_keyed_by_its_source(tmp_path: Path, monkeypatch: pytest
     assert build.goproxy() == before
     (peers / "goproxy" / "main.go").write_text((peers / "goproxy" / "main.go").read_text() + "\n// edited\n")
     assert build.goproxy().key != before.key
+
+
+@pytest.mark.parametrize(("user", "seen"), [({}, "400 3GiB"), ({"GOGC": "150"}, "150 3GiB")])
+def test_the_compiler_runs_with_less_garbage_collection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, user: dict[str, str], seen: str
+) -> None:
+    # -toolexec runs every tool through the script: it records what the compiler's environment says.
+    record = tmp_path / "gc.txt"
+    script = tmp_path / "record.sh"
+    script.write_text(f'#!/bin/sh\necho "$GOGC $GOMEMLIMIT" >> {record}\nexec "$@"\n')
+    script.chmod(0o755)
+    monkeypatch.delenv("GOGC", raising=False)
+    monkeypatch.delenv("GOMEMLIMIT", raising=False)
+    for name, value in user.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("GOFLAGS", f"-mod=mod -toolexec={script}")
+    build.ensure([tiny(tmp_path, version=f"v-gc-{len(user)}")], log=lambda _: None)
+    assert set(record.read_text().splitlines()) == {seen}
