@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import itertools
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +18,7 @@ from mkpolicy.check import load_checked
 from mkpolicy.controller import Controller, ControllerOptions
 from mkpolicy.kube.client import KubeClient
 from mkpolicy.kube.kubeconfig import rest_config
-from mkpolicy.testing.apiserver import ApiServer
+from mkpolicy.testing.apiserver import ApiError, ApiServer
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "examples/batchrun/crd.yaml"
@@ -198,3 +200,34 @@ def condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any] | None:
         if c.get("type") == kind:
             return dict(c)
     return None
+
+
+def created_once_admission_acts(admin: Any, obj: dict[str, Any], timeout: float = 300.0) -> dict[str, Any]:
+    """Create ``obj`` (a new name each attempt) until the exported default-queue and suspension
+    MAPs have both acted on it: the stored object.
+
+    Each policy takes effect once kube-apiserver's informers see it, and one whose paramKind is a
+    CRD's kind (LocalQueue) only once kube-apiserver's admission REST mapper has seen that CRD:
+    it is reset every 30 s (k8s.io/apiserver pkg/server/options/admission.go). Generous for a
+    busy machine; the error says what the last attempt got."""
+    deadline = time.monotonic() + timeout
+    last: object = "nothing yet"
+    for attempt in itertools.count():
+        body = {**obj, "metadata": {**obj["metadata"], "name": f"{obj['metadata']['name']}-{attempt}"}}
+        try:
+            stored = dict(admin.create(body))
+        except ApiError as exc:  # (also: a new CRD's kind unknown to admission for a while)
+            last = f"refused: {exc}"
+        else:
+            meta = stored["metadata"]
+            if (meta.get("labels") or {}).get("kueue.x-k8s.io/queue-name") and MARKER in (
+                meta.get("annotations") or {}
+            ):
+                return stored
+            last = {"labels": meta.get("labels"), "annotations": meta.get("annotations"),
+                    "suspend": stored["spec"].get("suspend")}  # fmt: skip
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the admission policies did not both act within {timeout:.0f}s "
+                                 f"({attempt + 1} creates); the last attempt: {last}")  # fmt: skip
+        time.sleep(0.2)
+    raise AssertionError("unreachable")  # pragma: no cover

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ import pytest
 import yaml
 
 pytest.importorskip("mkpolicy.testing.peers.controlplane", reason="the real-peer harness (mkpolicy.testing.peers)")
-from controller_harness import CRD, MARKER, WL, batchrun
+from controller_harness import CRD, MARKER, WL, batchrun, created_once_admission_acts
 from test_real_admission_export import EXPORTS, exported
 
 import mkpolicy.testing
@@ -39,9 +38,6 @@ pytestmark = [pytest.mark.real_peers, pytest.mark.timeout(900)]
 BETA = "admissionregistration.k8s.io/v1beta1"
 RUNTIME_CONFIG = f"--runtime-config={BETA}=true"
 KUEUE_CRDS = ("workloads", "resourceflavors", "localqueues", "clusterqueues")
-#: Generous: a MAP with a CRD paramKind (LocalQueue) acts once admission's REST mapper has seen the
-#: CRD, and that mapper resets every 30 s (k8s.io/apiserver pkg/server/options/admission.go).
-EFFECTIVE_TIMEOUT = 180.0
 _names = itertools.count()
 
 
@@ -113,7 +109,7 @@ def test_the_v1beta1_policies_default_the_queue_and_suspend_as_v1_does(
                       "spec": {"clusterQueue": "cq"}})  # fmt: skip
         unlabelled = batchrun("plain", marked=False, suspend=None, namespace=namespace)
         del unlabelled["metadata"]["labels"]
-        stored = _created_under_both(admin, unlabelled)
+        stored = created_once_admission_acts(admin, unlabelled)
         assert stored["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default"
         assert stored["spec"]["suspend"] is True
         assert stored["metadata"]["annotations"] == {MARKER: "true"}
@@ -125,28 +121,3 @@ def test_the_v1beta1_policies_default_the_queue_and_suspend_as_v1_does(
             with contextlib.suppress(ApiError):
                 admin.delete(manifest["apiVersion"], manifest["kind"], manifest["metadata"]["name"])
         admin.delete("v1", "Namespace", namespace)
-
-
-def _created_under_both(admin: Any, obj: dict[str, Any]) -> dict[str, Any]:
-    """Create ``obj`` (a new name each attempt) until both the default queue's MAP (LocalQueue
-    params: it waits for admission's REST mapper) and the suspension's have acted."""
-    deadline = time.monotonic() + EFFECTIVE_TIMEOUT
-    last: object = None
-    for attempt in itertools.count():
-        body = {**obj, "metadata": {**obj["metadata"], "name": f"{obj['metadata']['name']}-{attempt}"}}
-        try:
-            stored = dict(admin.create(body))
-        except ApiError as exc:  # (a new CRD's kind unknown to admission for a while)
-            last = f"refused: {exc}"
-        else:
-            meta = stored["metadata"]
-            queued = (meta.get("labels") or {}).get("kueue.x-k8s.io/queue-name")
-            if queued and MARKER in (meta.get("annotations") or {}):
-                return stored
-            last = {"labels": meta.get("labels"), "annotations": meta.get("annotations"),
-                    "suspend": stored["spec"].get("suspend")}  # fmt: skip
-        if time.monotonic() > deadline:
-            raise AssertionError(f"the v1beta1 admission policies did not both act within {EFFECTIVE_TIMEOUT:.0f}s; "
-                                 f"the last attempt: {last}")  # fmt: skip
-        time.sleep(0.5)
-    raise AssertionError("unreachable")  # pragma: no cover

@@ -16,7 +16,19 @@ import pytest
 import yaml
 
 pytest.importorskip("mkpolicy.testing.peers.controlplane", reason="the real-peer harness (mkpolicy.testing.peers)")
-from controller_harness import CRD, MARKER, POLICY, WL, Kueue, batchrun, client, condition, controller, eventually
+from controller_harness import (
+    CRD,
+    MARKER,
+    POLICY,
+    WL,
+    Kueue,
+    batchrun,
+    client,
+    condition,
+    controller,
+    created_once_admission_acts,
+    eventually,
+)
 
 import mkpolicy.testing
 from mkpolicy.engine.admission_policies import AdmissionOptions, admission_manifests
@@ -61,37 +73,9 @@ def test_the_exported_admission_policies_on_kube_apiserver(kube: tuple[Any, str]
     admin.create({"apiVersion": WL, "kind": "LocalQueue", "metadata": {"name": "default", "namespace": namespace},
                   "spec": {"clusterQueue": "cq"}})  # fmt: skip
 
-    def created(obj: dict[str, Any]) -> dict[str, Any]:
-        # Policies take effect once kube-apiserver's informers see them, each on its own, and a MAP
-        # whose paramKind is a CRD's kind (LocalQueue) only once kube-apiserver's admission REST
-        # mapper has seen that CRD: it is reset every 30 s (k8s.io/apiserver
-        # pkg/server/options/admission.go). Create until both the default queue's and the
-        # suspension's have acted; generous for a busy machine.
-        deadline = time.monotonic() + 300
-        last = "nothing yet"
-        for attempt in itertools.count():
-            body = {**obj, "metadata": {**obj["metadata"], "name": f"{obj['metadata']['name']}-{attempt}"}}
-            try:
-                stored = dict(admin.create(body))
-            except ApiError as exc:  # (also: a new CRD can take a moment to be served)
-                last = f"refused: {exc}"
-            else:
-                meta = stored["metadata"]
-                if (meta.get("labels") or {}).get("kueue.x-k8s.io/queue-name") and MARKER in (
-                    meta.get("annotations") or {}
-                ):
-                    return stored
-                last = f"stored with labels {meta.get('labels')} and annotations {meta.get('annotations')}"
-            if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"the admission policies never applied in 300 s ({attempt + 1} creates; last: {last})"
-                )
-            time.sleep(0.2)
-        raise AssertionError("unreachable")
-
     unlabelled = batchrun("plain", marked=False, suspend=None, namespace=namespace)
     del unlabelled["metadata"]["labels"]
-    stored = created(unlabelled)
+    stored = created_once_admission_acts(admin, unlabelled)
     assert stored["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default"
     assert stored["spec"]["suspend"] is True
     assert stored["metadata"]["annotations"] == {MARKER: "true"}
