@@ -231,3 +231,20 @@ def created_once_admission_acts(admin: Any, obj: dict[str, Any], timeout: float 
                                  f"({attempt + 1} creates); the last attempt: {last}")  # fmt: skip
         time.sleep(0.2)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def default_queue_and_suspension_act(admin: Any, namespace: str) -> dict[str, Any]:
+    """With the exported admission policies bound to ``namespace``: LocalQueue ``default`` made
+    there, an unlabelled BatchRun is created queued to it, suspended and marked (the stored
+    object, returned), and one the user creates suspended stays unmarked."""
+    admin.create({"apiVersion": WL, "kind": "LocalQueue", "metadata": {"name": "default", "namespace": namespace},
+                  "spec": {"clusterQueue": "cq"}})  # fmt: skip
+    unlabelled = batchrun("plain", marked=False, suspend=None, namespace=namespace)
+    del unlabelled["metadata"]["labels"]
+    stored = created_once_admission_acts(admin, unlabelled)
+    assert stored["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default"
+    assert stored["spec"]["suspend"] is True
+    assert stored["metadata"]["annotations"] == {MARKER: "true"}
+    mine = admin.create(batchrun("mine", marked=False, suspend=True, namespace=namespace))
+    assert MARKER not in (mine["metadata"].get("annotations") or {})  # the user's suspension stays unmarked
+    return stored

@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 pytest.importorskip("mkpolicy.testing.peers.controlplane", reason="the real-peer harness (mkpolicy.testing.peers)")
-from controller_harness import CRD, MARKER, WL, batchrun, created_once_admission_acts
+from controller_harness import CRD, default_queue_and_suspension_act
 from test_real_admission_export import EXPORTS, exported
 
 import mkpolicy.testing
@@ -105,17 +105,7 @@ def test_the_v1beta1_policies_default_the_queue_and_suspend_as_v1_does(
     try:
         for manifest in manifests:
             beta_kube.apply(manifest)
-        admin.create({"apiVersion": WL, "kind": "LocalQueue", "metadata": {"name": "default", "namespace": namespace},
-                      "spec": {"clusterQueue": "cq"}})  # fmt: skip
-        unlabelled = batchrun("plain", marked=False, suspend=None, namespace=namespace)
-        del unlabelled["metadata"]["labels"]
-        stored = created_once_admission_acts(admin, unlabelled)
-        assert stored["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default"
-        assert stored["spec"]["suspend"] is True
-        assert stored["metadata"]["annotations"] == {MARKER: "true"}
-
-        mine = admin.create(batchrun("mine", marked=False, suspend=True, namespace=namespace))
-        assert MARKER not in (mine["metadata"].get("annotations") or {})  # the user's suspension stays unmarked
+        default_queue_and_suspension_act(admin, namespace)
     finally:
         for manifest in manifests:
             with contextlib.suppress(ApiError):

@@ -26,7 +26,7 @@ from controller_harness import (
     client,
     condition,
     controller,
-    created_once_admission_acts,
+    default_queue_and_suspension_act,
     eventually,
 )
 
@@ -70,19 +70,7 @@ def test_the_exported_admission_policies_on_kube_apiserver(kube: tuple[Any, str]
     manifests = admission_manifests(policy, options)
     for manifest in manifests:
         cluster.apply(manifest)
-    admin.create({"apiVersion": WL, "kind": "LocalQueue", "metadata": {"name": "default", "namespace": namespace},
-                  "spec": {"clusterQueue": "cq"}})  # fmt: skip
-
-    unlabelled = batchrun("plain", marked=False, suspend=None, namespace=namespace)
-    del unlabelled["metadata"]["labels"]
-    stored = created_once_admission_acts(admin, unlabelled)
-    assert stored["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default"
-    assert stored["spec"]["suspend"] is True
-    assert stored["metadata"]["annotations"] == {MARKER: "true"}
-
-    mine = admin.create(batchrun("mine", marked=False, suspend=True, namespace=namespace))
-    assert MARKER not in (mine["metadata"].get("annotations") or {})  # the user's suspension stays unmarked
-
+    stored = default_queue_and_suspension_act(admin, namespace)
     running = dict(stored)
     running["spec"] = {**running["spec"], "suspend": False}
     running = dict(admin.update(running))
