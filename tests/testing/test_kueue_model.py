@@ -169,6 +169,7 @@ def test_eviction_redispatch_and_gc() -> None:
                 await kueue.wait_connected("worker1", "worker2")
                 wl = await dispatch(env, kueue, "run", "worker1")
                 env.core.evict(wl, NS)
+                env.core.release_quota(wl, NS)  # the integration's part: the job stopped
                 await kueue.wait_for(
                     lambda: (
                         not env.workers["worker1"].list(*PR, namespace=NS)
