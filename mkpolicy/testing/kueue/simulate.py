@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     from mkpolicy.testing.targets import ClusterTarget
 
 WORKLOAD_API = WORKLOAD.api_version
+#: The eviction reason and message of a deactivated Workload (``pkg/controller/core/workload_controller.go``).
+DEACTIVATED = ("Deactivated", "The workload is deactivated")
 
 
 def workload_name(kind: str, name: str, uid: str, group: str) -> str:
@@ -206,11 +208,11 @@ class ManagerKueue:
         self.cluster.patch(WORKLOAD_API, "Workload", name, {"status": new}, namespace=namespace, subresource="status")
 
     def deactivate(self, name: str, namespace: str) -> None:
-        """A user sets ``spec.active: false``; Kueue's workload controller evicts the Workload
-        (``workload_controller.go``: reason ``Deactivated``, "The workload is deactivated"),
-        its quota kept until :meth:`release_quota`."""
+        """A user sets ``spec.active: false``. Kueue's workload controller then evicts the
+        Workload (``workload_controller.go``): :meth:`evict` with :data:`DEACTIVATED`, a write
+        of its own (MultiKueue may reconcile the spec change before it), the quota kept
+        until :meth:`release_quota`."""
         self.cluster.patch(WORKLOAD_API, "Workload", name, {"spec": {"active": False}}, namespace=namespace)
-        self.evict(name, namespace, "Deactivated", "The workload is deactivated")
 
     def activate(self, name: str, namespace: str) -> None:
         """A user sets ``spec.active: true`` again (the scheduler's re-admission: :meth:`admit`)."""
