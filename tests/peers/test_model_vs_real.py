@@ -99,8 +99,9 @@ def gc_ran(log: Path, since: float) -> bool:
     return lists == {"worker1", "worker2"}
 
 
-def real_run(mk: RealMultiKueue, ns: str, tmp: Path) -> dict[str, set[Shape]]:
-    """The lifecycle on real Kueue (what ``test_multikueue_real`` plays, phase by phase)."""
+def real_run(mk: RealMultiKueue, ns: str, tmp: Path) -> tuple[dict[str, set[Shape]], bool]:
+    """The lifecycle on real Kueue (what ``test_multikueue_real`` plays, phase by phase); the
+    shapes per phase and whether MultiKueue reconciled the Workload before its quota was reserved."""
     s = Scenario(mk, ns, tmp)
     marks: list[tuple[str, float]] = []
     settle = SETTLE["real"]
@@ -122,7 +123,46 @@ def real_run(mk: RealMultiKueue, ns: str, tmp: Path) -> dict[str, set[Shape]]:
     assert mk.sidecar is not None
     log = mk.sidecar.request_log
     eventually(lambda: gc_ran(log, marks[0][1]), "Kueue's garbage collection LISTs")
-    return recorded(log, marks, ns, {ns: "{ns}", wl: "{workload}", JOB: "{job}"})
+    return recorded(log, marks, ns, {ns: "{ns}", wl: "{workload}", JOB: "{job}"}), before_quota(log, ns, marks[0][1])
+
+
+def before_quota(log: Path, ns: str, since: float) -> bool:
+    """Whether real Kueue's MultiKueue reconciled the Workload submitted (or reactivated) at ``since``
+    before its scheduler reserved the quota (a race inside Kueue): the workload controller adds the
+    check, Pending, first
+    (``workload_controller.go`` ``reconcileSyncAdmissionChecks``), and a reconcile without quota
+    removes the remote objects (``workload.go`` step 2: the job's ownership GET, or before 0.17.6
+    its DELETE) before any remote Workload is created."""
+    entries = [e for e in read_log(str(log)) if e["t"] >= since and f"/namespaces/{ns}/" in e["path"]]
+    created = min((e["t"] for e in entries if e["method"] == "POST" and e["path"].endswith("/workloads")),
+                  default=float("inf"))  # fmt: skip
+    return any(e["t"] < created and "/pipelineruns" in e["path"] for e in entries)
+
+
+async def dispatched_to_worker1(env: Any, mk: Any, model: Any, log: Path, reconciled_first: bool) -> str:
+    """The model's dispatch phase: the job and its Workload created, quota reserved (after
+    MultiKueue's reconcile of the Workload without quota when ``reconciled_first``, as in the real
+    run), dispatched to both workers, worker1 admits (the job created there), worker2's remote
+    Workload removed; the Workload's name."""
+    ns = env.ns
+    job = pipelinerun(JOB, ns)
+    job["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] = "{}"
+    since = time.time()
+    wl = submit(env.manager, job)
+    if reconciled_first:
+        mk.core.queue(wl, ns)
+        await model.wait_for(
+            lambda: settled(log, ns, SETTLE["model"], since), what="the Workload without quota reconciled"
+        )
+    mk.core.admit(wl, ns)
+    await model.wait_for(lambda: model.outcome_kinds(ns, wl).count("dispatched") == 2, what="dispatch")
+    mk.worker_kueue["worker1"].admit(wl, ns, finalizer=False)
+    await model.wait_for(lambda: mk.workers["worker1"].list(*PR, namespace=ns), what="the copy on worker1")
+    await model.wait_for(
+        lambda: not mk.workers["worker2"].list(*WL, namespace=ns), what="worker2's remote Workload gone"
+    )
+    await model.wait_for(lambda: settled(log, ns, SETTLE["model"]), what="dispatch settled")
+    return wl
 
 
 def submit(manager: Any, job: dict[str, Any]) -> str:
@@ -141,7 +181,7 @@ def submit(manager: Any, job: dict[str, Any]) -> str:
     return name
 
 
-def model_run(version: str, tmp: Path) -> dict[str, set[Shape]]:
+def model_run(version: str, tmp: Path, reconciled_first: bool) -> dict[str, set[Shape]]:
     """The same lifecycle with Kueue's model at ``version`` on loopback servers; the test plays the
     manager's scheduler and the workers' Kueue as real Kueue does them (worker1 admits, worker2 has
     no quota and never does) and Tekton as the real run does."""
@@ -162,15 +202,7 @@ def model_run(version: str, tmp: Path) -> dict[str, set[Shape]]:
 
                 await model.wait_connected("worker1", "worker2")
                 marks.append(("dispatch", time.time()))
-                job = pipelinerun(JOB, ns)
-                job["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] = "{}"
-                wl = submit(env.manager, job)
-                mk.core.admit(wl, ns)
-                await until(lambda: model.outcome_kinds(ns, wl).count("dispatched") == 2, "dispatch")
-                mk.worker_kueue["worker1"].admit(wl, ns, finalizer=False)
-                await until(lambda: worker1.list(*PR, namespace=ns), "the copy on worker1")
-                await until(lambda: not mk.workers["worker2"].list(*WL, namespace=ns), "worker2's remote Workload gone")
-                await asyncio.sleep(settle)
+                wl = await dispatched_to_worker1(env, mk, model, log, reconciled_first)
                 marks.append(("status", time.time()))
                 worker1.patch(*PR, JOB, {"status": tekton_status(2)}, namespace=ns, subresource="status")
                 await until(lambda: "status" in env.manager.get(*PR, JOB, ns), "status written back")
@@ -193,8 +225,8 @@ def test_model_sends_what_real_kueue_sends(
     """Per Kueue version: the model's requests and real Kueue's, shape by shape and phase by phase;
     what differs is exactly the list in docs/testing.md."""
     version = real_multikueue.kueue_version
-    real = real_run(real_multikueue, real_namespace, tmp_path)
-    model = model_run(version, tmp_path)
+    real, reconciled_first = real_run(real_multikueue, real_namespace, tmp_path)
+    model = model_run(version, tmp_path, reconciled_first)
     assert [d.line() for d in compare(model, real)] == DIFFERENCES[version]
 
 
@@ -222,10 +254,13 @@ def worker_merged(shapes: dict[str, set[Shape]]) -> dict[str, set[Shape]]:
                     for s in found} for phase, found in shapes.items()}  # fmt: skip
 
 
-def real_eviction(mk: RealMultiKueue, ns: str, tmp: Path) -> tuple[dict[str, set[Shape]], dict[str, str]]:
+def real_eviction(
+    mk: RealMultiKueue, ns: str, tmp: Path
+) -> tuple[dict[str, set[Shape]], dict[str, str], dict[str, bool]]:
     """Eviction and re-dispatch on real Kueue (``test_multikueue_real.test_eviction_and_redispatch``),
     each step's requests settled before the next; the shapes per phase and when each worker's Kueue
-    evicted the remote Workload MultiKueue created in the window."""
+    evicted the remote Workload MultiKueue created in the window, and :func:`before_quota` for
+    the dispatch and the re-dispatch."""
     s = Scenario(mk, ns, tmp)
     assert mk.sidecar is not None
     log = mk.sidecar.request_log
@@ -279,10 +314,13 @@ def real_eviction(mk: RealMultiKueue, ns: str, tmp: Path) -> tuple[dict[str, set
         mk.set_quota("worker1", "8")
         mk.set_quota("worker2", "0")
     inside = [e for e in read_log(str(log)) if f"/namespaces/{ns}/" in e["path"]]
-    return phases(inside, marks, {ns: "{ns}", wl: "{workload}", JOB: "{job}"}), evicted
+    first = {phase: before_quota(log, ns, t) for phase, t in marks if phase in ("dispatch", "redispatch")}
+    return phases(inside, marks, {ns: "{ns}", wl: "{workload}", JOB: "{job}"}), evicted, first
 
 
-def model_eviction(version: str, tmp: Path, order: list[str]) -> dict[str, set[Shape]]:
+def model_eviction(
+    version: str, tmp: Path, order: list[str], reconciled_first: dict[str, bool]
+) -> dict[str, set[Shape]]:
     """The same with Kueue's model at ``version``: the test plays what real Kueue's other parts do —
     the workload controller's eviction of the deactivated Workload (:meth:`ManagerKueue.evict`),
     the workers' Kueue evicting the inactive remote Workloads in ``order`` (a second apart, as the
@@ -311,15 +349,7 @@ def model_eviction(version: str, tmp: Path, order: list[str]) -> dict[str, set[S
 
                 await model.wait_connected("worker1", "worker2")
                 marks.append(("dispatch", time.time()))
-                job = pipelinerun(JOB, ns)
-                job["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] = "{}"
-                wl = submit(env.manager, job)
-                mk.core.admit(wl, ns)
-                await until(lambda: model.outcome_kinds(ns, wl).count("dispatched") == 2, "dispatch")
-                kueues["worker1"].admit(wl, ns, finalizer=False)
-                await until(lambda: workers["worker1"].list(*PR, namespace=ns), "the copy on worker1")
-                await until(lambda: remote("worker2") is None, "worker2's remote Workload gone")
-                await settle()
+                wl = await dispatched_to_worker1(env, mk, model, log, reconciled_first["dispatch"])
 
                 marks.append(("evict", time.time()))
                 # the user's write, then Kueue's eviction: real Kueue's MultiKueue reconciled the
@@ -345,9 +375,8 @@ def model_eviction(version: str, tmp: Path, order: list[str]) -> dict[str, set[S
                 marks.append(("redispatch", time.time()))
                 since = time.time()
                 mk.core.activate(wl, ns)
-                # MultiKueue's reconcile of the reactivated Workload, still without quota, before the
-                # scheduler reserves it (as real Kueue's scheduler takes its time)
-                await until(lambda: settled(log, ns, quiet, since), "the reactivated Workload reconciled")
+                if reconciled_first["redispatch"]:  # the reactivated Workload reconciled without quota
+                    await until(lambda: settled(log, ns, quiet, since), "the reactivated Workload reconciled")
                 mk.core.admit(wl, ns)
                 await until(lambda: remote("worker1") and remote("worker2"), "dispatched to both workers")
                 kueues["worker2"].admit(wl, ns, finalizer=False)
@@ -373,6 +402,6 @@ def test_model_evicts_as_real_kueue_does(real_multikueue: RealMultiKueue, real_n
     quota, the quota released, re-dispatch to worker2 and finish — the model's requests and real
     Kueue's, phase by phase; what differs is exactly the list in docs/testing.md."""
     version = real_multikueue.kueue_version
-    real, evicted = real_eviction(real_multikueue, real_namespace, tmp_path)
-    model = model_eviction(version, tmp_path, window_order(evicted))
+    real, evicted, reconciled_first = real_eviction(real_multikueue, real_namespace, tmp_path)
+    model = model_eviction(version, tmp_path, window_order(evicted), reconciled_first)
     assert [d.line() for d in compare(worker_merged(model), worker_merged(real))] == EVICTION_DIFFERENCES[version]

@@ -15,6 +15,8 @@ import pytest
 
 from mkpolicy.testing.kueue import METADATA_ACCEPT, PROFILES, Kueue, Sent
 from mkpolicy.testing.kueue.env import MultiKueueEnv, kubeconfig_bytes, loopback_multikueue
+from mkpolicy.testing.kueue.reconcile import condition
+from mkpolicy.testing.kueue.simulate import DEACTIVATED
 
 pytestmark = [pytest.mark.loopback_only("drives loopback clusters directly"), pytest.mark.timeout(60)]
 
@@ -155,6 +157,50 @@ def test_lifecycle_on_the_wire(version: str) -> None:
                                 or s.path != "/apis/tekton.dev/v1/pipelineruns"
                                 or "watch=true" in s.query
                             )
+
+        asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("version", ["0.17.1", "0.19.2"])
+def test_evicted_workload_holding_quota_is_dispatched_again(version: str) -> None:
+    """Deactivated: worker1's copies go (their spec differs); evicted with its quota kept, the check
+    Pending and no cluster: the inactive Workload is dispatched to both workers again, and the job
+    synced to the earliest worker whose Kueue evicted it (``workload.go`` steps 5, 8, 4); the quota
+    released: every copy goes."""
+    with loopback_multikueue() as env:
+
+        async def scenario() -> None:
+            async with env.kueue(version=version, time_scale=SCALE, gc_interval=1e6) as kueue:
+                await kueue.wait_connected("worker1", "worker2")
+                wl = await dispatch(env, kueue, "run", "worker1")
+                await kueue.wait_for(lambda: env.core.check_state(wl, NS) == "Ready", what="check Ready")
+
+                def remote(worker: str) -> dict[str, Any] | None:
+                    return next(
+                        iter(env.workers[worker].list("kueue.x-k8s.io/v1beta2", "Workload", namespace=NS)), None
+                    )
+
+                env.core.deactivate(wl, NS)
+                await kueue.wait_for(lambda: remote("worker1") is None and not env.workers["worker1"].list(*PR, namespace=NS),
+                                     what="worker1's copies removed")  # fmt: skip
+                env.core.evict(wl, NS, *DEACTIVATED)
+                await kueue.wait_for(
+                    lambda: all((r := remote(w)) and r["spec"]["active"] is False for w in ("worker1", "worker2")),
+                    what="the inactive Workload on both workers",
+                )
+                assert env.core.check_state(wl, NS) == "Pending"
+                assert (
+                    condition(env.manager.get("kueue.x-k8s.io/v1beta2", "Workload", wl, NS), "QuotaReserved")["status"]
+                    == "True"
+                )  # type: ignore[index]
+                env.worker_kueue["worker2"].evict(wl, NS, *DEACTIVATED)
+                await kueue.wait_for(lambda: env.workers["worker2"].list(*PR, namespace=NS), what="the job on worker2")
+                assert not env.workers["worker1"].list(*PR, namespace=NS)
+
+                env.core.release_quota(wl, NS)
+                for worker in ("worker1", "worker2"):
+                    await kueue.wait_for(lambda w=worker: remote(w) is None and not env.workers[w].list(*PR, namespace=NS),  # type: ignore[misc]
+                                         what=f"nothing left on {worker}")  # fmt: skip
 
         asyncio.run(scenario())
 

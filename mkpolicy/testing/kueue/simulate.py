@@ -147,6 +147,18 @@ class ManagerKueue:
         self.admit(name, meta["namespace"])
         return name
 
+    def queue(self, name: str, namespace: str) -> None:
+        """Kueue's workload controller adds the ClusterQueue's admission checks to a new Workload,
+        Pending, before the scheduler reserves quota (``workload_controller.go``
+        ``reconcileSyncAdmissionChecks``): MultiKueue may reconcile it then, without quota."""
+        wl = self.cluster.get(WORKLOAD_API, "Workload", name, namespace)
+        checks = [c for c in (wl.get("status") or {}).get("admissionChecks") or [] if c.get("name") != self.check]
+        checks.append({"name": self.check, "state": "Pending", "message": "", "lastTransitionTime": now_rfc3339()})
+        self.cluster.patch(
+            WORKLOAD_API, "Workload", name, {"status": {"admissionChecks": checks}}, namespace=namespace,
+            subresource="status",
+        )  # fmt: skip
+
     def admit(self, name: str, namespace: str) -> None:
         """The scheduler reserves quota; every admission check Pending."""
         wl = self.cluster.get(WORKLOAD_API, "Workload", name, namespace)
