@@ -2,8 +2,8 @@
 
 The same lifecycles — connect, dispatch, status write-back, finish; and eviction (the
 manager's Workload deactivated), the quota released, re-dispatch to the other worker —
-played twice per Kueue version: on real peers (real Kueue, ``real_multikueue``) and on loopback API servers with
-Kueue's model at the same version (``Kueue(version=...)``), the sidecar between Kueue and
+played twice per Kueue version: on real peers (real Kueue, ``real_multikueue``) and on
+loopback API servers with Kueue's model at the same version (``Kueue(version=...)``), the sidecar between Kueue and
 the workers both times, its request log on (:mod:`mkpolicy.sidecar.requestlog`). The two
 logs are compared as request shapes per phase (:mod:`mkpolicy.testing.requestshapes`):
 every difference left is listed in docs/testing.md ("The model against real Kueue, request
@@ -16,7 +16,8 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -129,10 +130,9 @@ def real_run(mk: RealMultiKueue, ns: str, tmp: Path) -> tuple[dict[str, set[Shap
 def before_quota(log: Path, ns: str, since: float) -> bool:
     """Whether real Kueue's MultiKueue reconciled the Workload submitted (or reactivated) at ``since``
     before its scheduler reserved the quota (a race inside Kueue): the workload controller adds the
-    check, Pending, first
-    (``workload_controller.go`` ``reconcileSyncAdmissionChecks``), and a reconcile without quota
-    removes the remote objects (``workload.go`` step 2: the job's ownership GET, or before 0.17.6
-    its DELETE) before any remote Workload is created."""
+    check, Pending, first (``workload_controller.go`` ``reconcileSyncAdmissionChecks``), and a
+    reconcile without quota removes the remote objects (``workload.go`` step 2: the job's
+    ownership GET, or before 0.17.6 its DELETE) before any remote Workload is created."""
     entries = [e for e in read_log(str(log)) if e["t"] >= since and f"/namespaces/{ns}/" in e["path"]]
     created = min((e["t"] for e in entries if e["method"] == "POST" and e["path"].endswith("/workloads")),
                   default=float("inf"))  # fmt: skip
@@ -181,6 +181,17 @@ def submit(manager: Any, job: dict[str, Any]) -> str:
     return name
 
 
+@asynccontextmanager
+async def model_kueue(env: Any, tmp: Path, version: str, log: Path) -> AsyncIterator[tuple[Any, Any]]:
+    """Kueue's model at ``version`` on ``env``'s loopback servers, the sidecar between it and the
+    workers with its request log in ``log``; once connected to both workers."""
+    config = {"logging": {"requestLog": {"file": str(log)}}}
+    async with multikueue(env, policy_dir(tmp, TEKTON), version=version.lstrip("v"),
+                          sidecar_config=config) as (mk, _, model):  # fmt: skip
+        await model.wait_connected("worker1", "worker2")
+        yield mk, model
+
+
 def model_run(version: str, tmp: Path, reconciled_first: bool) -> dict[str, set[Shape]]:
     """The same lifecycle with Kueue's model at ``version`` on loopback servers; the test plays the
     manager's scheduler and the workers' Kueue as real Kueue does them (worker1 admits, worker2 has
@@ -192,15 +203,12 @@ def model_run(version: str, tmp: Path, reconciled_first: bool) -> dict[str, set[
         ns = env.ns
 
         async def scenario() -> str:
-            config = {"logging": {"requestLog": {"file": str(log)}}}
-            async with multikueue(env, policy_dir(tmp, TEKTON), version=version.lstrip("v"),
-                                  sidecar_config=config) as (mk, _, model):  # fmt: skip
+            async with model_kueue(env, tmp, version, log) as (mk, model):
                 worker1 = mk.workers["worker1"]
 
                 async def until(check: Callable[[], Any], what: str) -> None:
                     await model.wait_for(check, what=what)
 
-                await model.wait_connected("worker1", "worker2")
                 marks.append(("dispatch", time.time()))
                 wl = await dispatched_to_worker1(env, mk, model, log, reconciled_first)
                 marks.append(("status", time.time()))
@@ -333,9 +341,7 @@ def model_eviction(
         ns = env.ns
 
         async def scenario() -> str:
-            config = {"logging": {"requestLog": {"file": str(log)}}}
-            async with multikueue(env, policy_dir(tmp, TEKTON), version=version.lstrip("v"),
-                                  sidecar_config=config) as (mk, _, model):  # fmt: skip
+            async with model_kueue(env, tmp, version, log) as (mk, model):
                 workers, kueues = mk.workers, mk.worker_kueue
 
                 async def until(check: Callable[[], Any], what: str) -> None:
@@ -347,7 +353,6 @@ def model_eviction(
                 def remote(worker: str) -> dict[str, Any] | None:
                     return next(iter(workers[worker].list(*WL, namespace=ns)), None)
 
-                await model.wait_connected("worker1", "worker2")
                 marks.append(("dispatch", time.time()))
                 wl = await dispatched_to_worker1(env, mk, model, log, reconciled_first["dispatch"])
 
