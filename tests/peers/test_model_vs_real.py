@@ -3,12 +3,12 @@
 The same lifecycles — connect, dispatch, status write-back, finish; and eviction (the
 manager's Workload deactivated), the quota released, re-dispatch to the other worker —
 played twice per Kueue version: on real peers (real Kueue, ``real_multikueue``) and on
-loopback API servers with Kueue's model at the same version (``Kueue(version=...)``), the sidecar between Kueue and
-the workers both times, its request log on (:mod:`mkpolicy.sidecar.requestlog`). The two
-logs are compared as request shapes per phase (:mod:`mkpolicy.testing.requestshapes`):
-every difference left is listed in docs/testing.md ("The model against real Kueue, request
-by request") with its reason, and asserted exactly here, so a new difference fails and so
-does a fixed one.
+loopback API servers with Kueue's model at the same version (``Kueue(version=...)``), the
+sidecar between Kueue and the workers both times, its request log on
+(:mod:`mkpolicy.sidecar.requestlog`). The two logs are compared as request shapes per phase
+(:mod:`mkpolicy.testing.requestshapes`): every difference left is listed in docs/testing.md
+("The model against real Kueue, request by request") with its reason, and asserted exactly
+here, so a new difference fails and so does a fixed one.
 """
 
 from __future__ import annotations
