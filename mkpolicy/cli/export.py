@@ -100,7 +100,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default="v1",
         help="admission, argo-admission: MutatingAdmissionPolicy API version: v1 (Kubernetes 1.36+, default) or "
         "v1beta1 (1.34/1.35 with "
-        "the MutatingAdmissionPolicy feature gate)",
+        "the MutatingAdmissionPolicy feature gate and the admissionregistration.k8s.io/v1beta1 API enabled)",
     )
     admission.add_argument(
         "--managed-by",

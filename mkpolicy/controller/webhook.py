@@ -1,7 +1,7 @@
 """``mkpolicy webhook``: the admission policies of ``mkpolicy export admission`` served as admission
 webhooks, for clusters without MutatingAdmissionPolicy (Kubernetes 1.34/1.35 without the beta
 gate, managed offerings). The same manifests, the same CEL, evaluated by mkpolicy's engine
-(:func:`mkpolicy.engine.admission_policies.evaluate_mutating`).
+(:func:`mkpolicy.engine.admission_policies.run_mutating`, in kube-apiserver's reinvocation).
 
 ``POST /mutate`` and ``POST /validate`` take an ``admission.k8s.io/v1`` AdmissionReview for any
 kind with a policy; the answer is the review's response: for ``/mutate`` a JSONPatch from the
@@ -29,8 +29,8 @@ from mkpolicy.engine import Adapter
 from mkpolicy.engine.admission_policies import (
     AdmissionOptions,
     admission_manifests,
-    evaluate_mutating,
     evaluate_validating,
+    run_mutating,
 )
 from mkpolicy.errors import MkpolicyError
 from mkpolicy.jsonlogs import fields, plain_error
@@ -130,15 +130,7 @@ class AdmissionWebhook:
         manifests = await self._bound(request, "MutatingAdmissionPolicy")
         if any("paramKind" in m["spec"] for m in manifests):
             params = await self._default_queue(str(request.get("namespace") or ""))
-        # Every MAP reinvokes when another one changed the object (reinvocationPolicy IfNeeded).
-        for _ in range(len(manifests) + 1):
-            before = current
-            for manifest in manifests:
-                current = evaluate_mutating(
-                    manifest, current, old=request.get("oldObject"), params=params, operation=operation
-                )
-            if current == before:
-                break
+        current = run_mutating(manifests, current, old=request.get("oldObject"), params=params, operation=operation)
         response: dict[str, Any] = {"uid": request.get("uid"), "allowed": True}
         ops = json_patch(obj, current)
         if ops:

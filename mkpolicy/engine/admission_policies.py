@@ -19,8 +19,7 @@ ValidatingAdmissionPolicies (VAP, v1) do for a kind with ``spec.integration``:
   controller's resume lifts only this suspension. With ``manageJobsWithoutQueueName`` a second
   MAP suspends objects without a queue name too, bound to the namespaces
   ``managedJobsNamespaceSelector`` selects. An object the user creates suspended is left
-  unmarked. ``reinvocationPolicy: IfNeeded``: a queue label added later (by the default-queue
-  MAP, a webhook) still suspends;
+  unmarked;
 * :func:`managed_by_policy` — ``ApplyDefaultForManagedBy``, as a per-cluster decision (a MAP
   cannot walk LocalQueue -> ClusterQueue -> AdmissionChecks): the managedBy field set to
   MultiKueue at creation on a manager cluster;
@@ -32,6 +31,13 @@ ValidatingAdmissionPolicies (VAP, v1) do for a kind with ``spec.integration``:
 
 Worker copies (labelled ``kueue.x-k8s.io/multikueue-origin``) are never suspended or
 defaulted: on a worker, the controller adopts them with their prebuilt Workload.
+
+kube-apiserver runs the MAPs of a request in no set order, and reinvokes (``reinvocationPolicy:
+IfNeeded``) only the MAPs whose matchConditions matched on the first pass
+(``k8s.io/apiserver/pkg/admission/plugin/policy/mutating/dispatcher.go``). So no matchCondition
+here tests what another MAP writes: whether the object is queued (a label the default-queue MAP
+or a webhook may add) is tested inside the mutations, and a MAP that ran before the label came
+runs again once it is there.
 
 Every function returns plain manifests (dicts); :func:`admission_manifests` gathers them for a
 policy and :func:`render` writes YAML. :func:`evaluate_mutating` and :func:`evaluate_validating`
@@ -278,19 +284,17 @@ def _suspend_map(policy: FrameworkPolicy, options: AdmissionOptions, *, queued: 
         raise PolicyError(f"policy {policy.name} has no spec.integration: there is nothing to suspend with")
     is_suspended = integration.is_suspended
     _exportable(policy, is_suspended, IS_SUSPENDED_PATH, "integration.isSuspended")
-    queue = (
-        {"name": "queued", "expression": f'{_label("object", QUEUE_LABEL)} != ""'}
-        if queued
-        else {"name": "no-queue-name", "expression": f'{_label("object", QUEUE_LABEL)} == ""'}
-    )
-    conditions = [_worker_copy(), queue, *_owner_condition(options)]
+    # Tested in the mutations, not as a matchCondition: the label may come from another MAP (see
+    # the module's docstring).
+    queue = f'{_label("object", QUEUE_LABEL)} {"!=" if queued else "=="} ""'
+    conditions = [_worker_copy(), *_owner_condition(options)]
     marked = f'{_annotation("object", SUSPENDED_BY_KUEUE)} == "true"'
     mutations = [
         # First the marker, while the object is still as the user made it: only a running
         # object gets it, so a user's own suspension stays unmarked.
         _mutation(
             "ApplyConfiguration",
-            f"!({is_suspended}) ? Object{{metadata: Object.metadata{{annotations: "
+            f"{queue} && !({is_suspended}) ? Object{{metadata: Object.metadata{{annotations: "
             f'{{"{SUSPENDED_BY_KUEUE}": "true"}}}}}} : Object{{}}',
         ),
     ]
@@ -298,7 +302,7 @@ def _suspend_map(policy: FrameworkPolicy, options: AdmissionOptions, *, queued: 
         text, field_name = patch_expression(item)
         path = ("spec", "integration", "suspend", i, field_name, "expression")
         _exportable(policy, text, path, f"integration.suspend patch #{i + 1}")
-        guard = f"{marked} && !({is_suspended})"
+        guard = f"{queue} && {marked} && !({is_suspended})"
         empty = "[]" if item.type == "JSONPatch" else "Object{}"
         mutations.append(_mutation(item.type, f"{guard} ? ({text}) : {empty}"))
     name = _name(options, policy, "suspend" if queued else "suspend-unqueued")
@@ -313,14 +317,12 @@ def managed_by_policy(policy: FrameworkPolicy, options: AdmissionOptions = DEFAU
         raise PolicyError(f"policy {policy.name} has managedBy: null: there is no field to default")
     tokens = check_pointer(managed_by.path)
     has, _ = _pointer_expression(tokens, "object")
-    conditions = [
-        _worker_copy(),
-        {"name": "queued", "expression": f'{_label("object", QUEUE_LABEL)} != ""'},
-        {"name": "managed-by-unset", "expression": f"!{has}"},
-    ]
+    conditions = [_worker_copy(), {"name": "managed-by-unset", "expression": f"!{has}"}]
+    # Queued is tested in the mutation: the label may come from another MAP (module docstring).
     mutation = _mutation(
         "JSONPatch",
-        f'[JSONPatch{{op: "add", path: "{managed_by.path}", value: "{managed_by.value}"}}]',
+        f'{_label("object", QUEUE_LABEL)} != "" ? '
+        f'[JSONPatch{{op: "add", path: "{managed_by.path}", value: "{managed_by.value}"}}] : []',
     )
     return _map(_name(options, policy, "managed-by"), policy, options, ["CREATE"], conditions, [mutation])
 
@@ -512,6 +514,23 @@ def _applies(spec: Mapping[str, Any], operation: str, bindings: dict[str, Any]) 
     return True
 
 
+def mutating_applies(
+    policy: Mapping[str, Any],
+    obj: Mapping[str, Any],
+    *,
+    old: Mapping[str, Any] | None = None,
+    params: Any = None,
+    operation: str = "CREATE",
+) -> bool:
+    """Whether a rendered MutatingAdmissionPolicy applies to ``obj``: its operation, its param
+    (``params`` None: the binding found none, and ``parameterNotFoundAction: Allow`` skips a
+    ``paramKind`` policy) and its matchConditions."""
+    spec = policy["spec"]
+    if spec.get("paramKind") is not None and params is None:
+        return False
+    return _applies(spec, operation, _bindings(dict(obj), old, params, operation))
+
+
 def evaluate_mutating(
     policy: Mapping[str, Any],
     obj: Mapping[str, Any],
@@ -522,20 +541,43 @@ def evaluate_mutating(
     schema: Schema | None = None,
 ) -> dict[str, Any]:
     """``obj`` after a rendered MutatingAdmissionPolicy (matchConditions, then mutations in order);
-    the object unchanged when it does not apply. ``params`` is the param object (None: the
-    binding found none: a ``paramKind`` policy then does not apply, as ``parameterNotFoundAction: Allow``)."""
-    spec = policy["spec"]
+    the object unchanged when it does not apply (:func:`mutating_applies`)."""
     current: dict[str, Any] = copy_json(dict(obj))
-    if spec.get("paramKind") is not None and params is None:
+    if not mutating_applies(policy, current, old=old, params=params, operation=operation):
         return current
-    if not _applies(spec, operation, _bindings(current, old, params, operation)):
-        return current
+    spec = policy["spec"]
     merge = merge_schema(schema)
     for i, mutation in enumerate(spec.get("mutations") or []):
         patch_type = mutation["patchType"]
         text = (mutation.get("jsonPatch") or mutation.get("applyConfiguration") or {})["expression"]
         compiled = CompiledMutation(patch_type, _compile(text, f"mutation #{i + 1}"))
         current = compiled.apply(current, _bindings(current, old, params, operation), merge)
+    return current
+
+
+def run_mutating(
+    policies: Sequence[Mapping[str, Any]],
+    obj: Mapping[str, Any],
+    *,
+    old: Mapping[str, Any] | None = None,
+    params: Any = None,
+    operation: str = "CREATE",
+) -> dict[str, Any]:
+    """``obj`` after the MAPs ``policies``, run in the given order as kube-apiserver runs a request's
+    MAPs (``k8s.io/apiserver/pkg/admission/plugin/policy/mutating/dispatcher.go``,
+    ``reinvocationcontext.go``): each once, in order; then, when any applied, a second pass of
+    only those that applied in the first and are ``reinvocationPolicy: IfNeeded`` (and still
+    match). A MAP whose matchConditions did not hold in the first pass never runs: kube-apiserver
+    runs MAPs in no set order, so the result must not depend on the order."""
+    current: dict[str, Any] = copy_json(dict(obj))
+    invoked: list[Mapping[str, Any]] = []
+    for policy in policies:
+        if mutating_applies(policy, current, old=old, params=params, operation=operation):
+            current = evaluate_mutating(policy, current, old=old, params=params, operation=operation)
+            if policy["spec"].get("reinvocationPolicy") == "IfNeeded":
+                invoked.append(policy)
+    for policy in invoked:
+        current = evaluate_mutating(policy, current, old=old, params=params, operation=operation)
     return current
 
 

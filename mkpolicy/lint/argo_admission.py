@@ -85,37 +85,37 @@ def manifests(policy: FrameworkPolicy, options: ArgoAdmission = ArgoAdmission())
         "resources": [plural(policy)],
     }
     not_a_copy = {"name": "not-a-worker-copy", "expression": f'{_label("object", ORIGIN_LABEL)} == ""'}
-    instance_label = {
-        "patchType": "ApplyConfiguration",
-        "applyConfiguration": {
-            "expression": "Object{metadata: Object.metadata{labels: "
-            f'{{"{INSTANCE_ID_LABEL}": "{options.instance_id}"}}}}}}'
-        },
-    }
+    set_instance_id = (
+        f'Object{{metadata: Object.metadata{{labels: {{"{INSTANCE_ID_LABEL}": "{options.instance_id}"}}}}}}'
+    )
+    instance_label = {"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": set_instance_id}}
+    # Whether the Workflow is for MultiKueue is tested in the mutations, not as a matchCondition:
+    # another MAP (export admission's managed-by) may set the field, kube-apiserver runs MAPs in
+    # no set order and reinvokes only those that applied on the first pass
+    # (k8s.io/apiserver/pkg/admission/plugin/policy/mutating/dispatcher.go).
+    for_multikueue = (
+        f"object.?spec.?{field}.orValue("
+        f'{_label("object", options.marker_label)} == "{options.marker_value}" ? "{managed_by.value}" : "")'
+        f' == "{managed_by.value}"'
+    )
     marked = _policy(
         options,
         "argo-managed-by",
         rules,
         "CREATE",
-        [
-            not_a_copy,
-            {
-                "name": "marked-for-multikueue",
-                # the field itself, else the label's word for it (another managedBy value: not ours)
-                "expression": f"object.?spec.?{field}.orValue("
-                f'{_label("object", options.marker_label)} == "{options.marker_value}" ? "{managed_by.value}" : "")'
-                f' == "{managed_by.value}"',
-            },
-        ],
+        [not_a_copy],
         [
             {
                 "patchType": "JSONPatch",
                 "jsonPatch": {
-                    "expression": f'{has_field} ? [] : [JSONPatch{{op: "add", path: "/spec/{field}", '
-                    f'value: "{managed_by.value}"}}]'
+                    "expression": f"{for_multikueue} && !{has_field} ? "
+                    f'[JSONPatch{{op: "add", path: "/spec/{field}", value: "{managed_by.value}"}}] : []'
                 },
             },
-            instance_label,
+            {
+                "patchType": "ApplyConfiguration",
+                "applyConfiguration": {"expression": f"{for_multikueue} ? {set_instance_id} : Object{{}}"},
+            },
         ],
     )
     kept = _policy(

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-import yaml
 
 pytest.importorskip("mkpolicy.testing.peers.multikueue", reason="the real-peer harness (mkpolicy.testing.peers)")
 from controller_harness import CRD, Kueue, batchrun, condition, controller, eventually
@@ -26,7 +25,7 @@ from mkpolicy.testing.apiserver import load_crds
 from mkpolicy.testing.peers import build
 from mkpolicy.testing.peers.controlplane import ControlPlane
 from mkpolicy.testing.peers.fixtures import require_go
-from mkpolicy.testing.peers.multikueue import KueueInstance, ensure_metrics_cert, url_webhooks
+from mkpolicy.testing.peers.onekueue import kueue_on
 
 # (after the skip: the marks are registered where the harness is, with pytest-timeout)
 pytestmark = [pytest.mark.real_peers, pytest.mark.timeout(600)]
@@ -68,25 +67,12 @@ def kueue_cluster(request: pytest.FixtureRequest) -> Iterator[KueueCluster]:
     version = str(request.param)
     with ControlPlane(log=lambda line: print(f"[peers] {line}", flush=True), kueue_versions=[version]) as plane:
         cluster = plane.add_cluster("kube")
-        module = build.kueue_module_dir(version)
-        bases = module / "config" / "components" / "crd" / "bases"
-        crds = [d for f in sorted(bases.glob("*.yaml")) for d in yaml.safe_load_all(f.read_text()) if d]
-        crds += [json.loads(json.dumps(c)) for c in load_crds(str(CRD))]
-        cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kueue-system"}})
         for name in (NS, "opted-in"):
             cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name,
                            "labels": {"kueue": "on"}}})  # fmt: skip
         cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "opted-out"}})
-        cluster.install_crds(crds)
-        ensure_metrics_cert(plane.pki.serving.cert_pem, plane.pki.serving.key_pem)
-        kueue = KueueInstance(cluster, plane.binaries[f"kueue-{version}"], [FRAMEWORK], manager=False, log_level=2,
-                              settings=SETTINGS)  # fmt: skip
-        for hook in url_webhooks(module / "config" / "components" / "webhook" / "manifests.yaml", kueue.webhook_port,
-                                 plane.pki.ca.cert_pem):  # fmt: skip
-            cluster.apply(hook)
-        kueue.process.start()
-        try:
-            kueue.wait_ready()
+        crds = [json.loads(json.dumps(c)) for c in load_crds(str(CRD))]
+        with kueue_on(cluster, version, [FRAMEWORK], crds=crds, settings=SETTINGS) as kueue:
             cluster.apply({"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": "spot"},
                            "spec": {"nodeLabels": {"cloud.example.com/pool": "spot"}}})  # fmt: skip
             cluster.apply({"apiVersion": API, "kind": "ClusterQueue", "metadata": {"name": "cq"}, "spec": {
@@ -100,8 +86,6 @@ def kueue_cluster(request: pytest.FixtureRequest) -> Iterator[KueueCluster]:
                 cluster.apply({"apiVersion": API, "kind": "WorkloadPriorityClass", "metadata": {"name": name},
                                "value": value})  # fmt: skip
             yield KueueCluster(cluster, version, kueue.config)
-        finally:
-            kueue.process.stop()
 
 
 def test_quota_preemption_requeue_finish_and_deletion_with_real_kueue(kueue_cluster: KueueCluster) -> None:

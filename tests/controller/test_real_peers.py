@@ -62,17 +62,32 @@ def test_the_exported_admission_policies_on_kube_apiserver(kube: tuple[Any, str]
                   "spec": {"clusterQueue": "cq"}})  # fmt: skip
 
     def created(obj: dict[str, Any]) -> dict[str, Any]:
-        # Policies take effect once kube-apiserver's informers see them, each on its own:
-        # create until both the default queue's and the suspension's have acted.
-        for attempt in range(600):
+        # Policies take effect once kube-apiserver's informers see them, each on its own, and a MAP
+        # whose paramKind is a CRD's kind (LocalQueue) only once kube-apiserver's admission REST
+        # mapper has seen that CRD: it is reset every 30 s (k8s.io/apiserver
+        # pkg/server/options/admission.go). Create until both the default queue's and the
+        # suspension's have acted; generous for a busy machine.
+        deadline = time.monotonic() + 300
+        last = "nothing yet"
+        for attempt in itertools.count():
             body = {**obj, "metadata": {**obj["metadata"], "name": f"{obj['metadata']['name']}-{attempt}"}}
-            with contextlib.suppress(ApiError):  # (a new CRD can take a moment to be served)
+            try:
                 stored = dict(admin.create(body))
-                queued = (stored["metadata"].get("labels") or {}).get("kueue.x-k8s.io/queue-name")
-                if queued and MARKER in (stored["metadata"].get("annotations") or {}):
+            except ApiError as exc:  # (also: a new CRD can take a moment to be served)
+                last = f"refused: {exc}"
+            else:
+                meta = stored["metadata"]
+                if (meta.get("labels") or {}).get("kueue.x-k8s.io/queue-name") and MARKER in (
+                    meta.get("annotations") or {}
+                ):
                     return stored
-            time.sleep(0.1)
-        raise AssertionError("the admission policies never applied")
+                last = f"stored with labels {meta.get('labels')} and annotations {meta.get('annotations')}"
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"the admission policies never applied in 300 s ({attempt + 1} creates; last: {last})"
+                )
+            time.sleep(0.2)
+        raise AssertionError("unreachable")
 
     unlabelled = batchrun("plain", marked=False, suspend=None, namespace=namespace)
     del unlabelled["metadata"]["labels"]

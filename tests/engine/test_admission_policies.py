@@ -17,6 +17,7 @@ from mkpolicy.engine.admission_policies import (
     evaluate_mutating,
     evaluate_validating,
     managed_by_policy,
+    run_mutating,
     suspend_policy,
 )
 from mkpolicy.errors import PolicyError
@@ -50,11 +51,36 @@ def manifests(policy: FrameworkPolicy) -> list[dict[str, Any]]:
 
 
 def create(manifests: list[dict[str, Any]], obj: dict[str, Any], params: Any = None) -> dict[str, Any]:
-    """The MAPs in the order they are listed, reinvoking the suspend MAP like IfNeeded does."""
-    for m in manifests:
-        if m["kind"] == "MutatingAdmissionPolicy":
-            obj = evaluate_mutating(m, obj, params=params if "paramKind" in m["spec"] else None)
-    return evaluate_mutating(by_name(manifests, "-suspend", "MutatingAdmissionPolicy"), obj)
+    """The MAPs as kube-apiserver runs them, in the order listed and reversed: it runs them in no
+    set order, so both must give the same object."""
+    maps = [m for m in manifests if m["kind"] == "MutatingAdmissionPolicy"]
+    listed, reversed_ = (run_mutating(order, obj, params=params) for order in (maps, maps[::-1]))
+    assert listed == reversed_, "the outcome depends on the order the MAPs run in"
+    return listed
+
+
+def _map(name: str, conditions: list[str], expression: str) -> dict[str, Any]:
+    return {"kind": "MutatingAdmissionPolicy", "metadata": {"name": name}, "spec": {
+        "matchConstraints": {"resourceRules": [{"operations": ["CREATE"]}]}, "reinvocationPolicy": "IfNeeded",
+        "matchConditions": [{"name": f"c{i}", "expression": c} for i, c in enumerate(conditions)],
+        "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": expression}}]}}  # fmt: skip
+
+
+# kube-apiserver's dispatcher.go: a MAP is reinvoked only if it applied on the first pass.
+def test_a_map_skipped_by_its_match_conditions_is_not_reinvoked() -> None:
+    label = _map("label", ['!has(object.metadata.labels)'],
+                 'Object{metadata: Object.metadata{labels: {"x": "1"}}}')  # fmt: skip
+    after_label = _map("after-label", ["has(object.metadata.labels)"],
+                       'Object{metadata: Object.metadata{annotations: {"seen": "x"}}}')  # fmt: skip
+    obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
+    assert run_mutating([label, after_label], obj)["metadata"] == {
+        "name": "c", "labels": {"x": "1"}, "annotations": {"seen": "x"}}  # fmt: skip
+    assert run_mutating([after_label, label], obj)["metadata"] == {"name": "c", "labels": {"x": "1"}}
+    # tested inside the mutation instead, the MAP applies on the first pass and runs again
+    inside = _map("inside", [], 'has(object.metadata.labels) ? Object{metadata: Object.metadata{annotations: '
+                  '{"seen": "x"}}} : Object{}')  # fmt: skip
+    for order in ([label, inside], [inside, label]):
+        assert run_mutating(order, obj)["metadata"]["annotations"] == {"seen": "x"}
 
 
 # defaults_test.go TestWorkloadShouldBeSuspended / ApplyDefaultForSuspend: a queued job is suspended.

@@ -11,8 +11,10 @@ etcd runs with ``--unsafe-no-fsync`` (as envtest: controller-runtime
 ``pkg/internal/testing/controlplane/etcd.go``) and backs every cluster under its own
 ``--etcd-prefix``. Each kube-apiserver gets the flags envtest passes
 (``controlplane/apiserver.go``: client-CA admin, service-account keys, RBAC, no
-ServiceAccount admission), on a free loopback port. Stopping a cluster keeps its data in
-etcd: :meth:`KubeCluster.start` brings it back with the same address and objects.
+ServiceAccount admission), on a free loopback port, and a cluster's own ``extra_args`` after
+them (e.g. ``--runtime-config=admissionregistration.k8s.io/v1beta1=true`` for an API off by
+default). Stopping a cluster keeps its data in etcd: :meth:`KubeCluster.start` brings it
+back with the same address and objects.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import ssl
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -48,11 +50,12 @@ class AdminCluster(RealCluster):
 class KubeCluster:
     """One kube-apiserver of a :class:`ControlPlane` (its etcd prefix ``/peers/<name>``)."""
 
-    def __init__(self, plane: ControlPlane, name: str) -> None:
+    def __init__(self, plane: ControlPlane, name: str, extra_args: Sequence[str] = ()) -> None:
         self.plane = plane
         self.name = name
         self.port = free_port()
         self.dir = plane.run_dir / name
+        self.extra_args = list(extra_args)
         self.process = Process(f"kube-apiserver {name}", self._argv(), self.dir / "kube-apiserver.log")
         self._connection: Connection | None = None
 
@@ -86,6 +89,7 @@ class KubeCluster:
             "--allow-privileged=true",
             "--endpoint-reconciler-type=none",
             "--profiling=false",
+            *self.extra_args,
         ]
 
     def kubeconfig(self, *, cluster: str | None = None, namespace: str | None = None) -> dict[str, Any]:
@@ -230,18 +234,20 @@ class ControlPlane:
         wait_until(self.etcd, healthy, f"{self.etcd_url}/health", READY_TIMEOUT)
         return self
 
-    def add_cluster(self, name: str) -> KubeCluster:
-        """Start a kube-apiserver for cluster ``name`` and wait until it is ready."""
-        return self.add_clusters([name])[0]
+    def add_cluster(self, name: str, *, extra_args: Sequence[str] = ()) -> KubeCluster:
+        """Start a kube-apiserver for cluster ``name`` (``extra_args`` after the harness's flags) and
+        wait until it is ready."""
+        return self.add_clusters([name], extra_args=extra_args)[0]
 
-    def add_clusters(self, names: Iterable[str]) -> list[KubeCluster]:
-        """Start a kube-apiserver per name (all at once: they start in parallel), wait until each is ready."""
+    def add_clusters(self, names: Iterable[str], *, extra_args: Sequence[str] = ()) -> list[KubeCluster]:
+        """Start a kube-apiserver per name (all at once: they start in parallel; each with
+        ``extra_args`` after the harness's flags), wait until each is ready."""
         started = time.monotonic()
         clusters = []
         for name in names:
             if name in self.clusters:
                 raise ValueError(f"cluster {name!r} exists")
-            cluster = KubeCluster(self, name)
+            cluster = KubeCluster(self, name, extra_args)
             self.clusters[name] = cluster
             cluster.process.start()
             clusters.append(cluster)
