@@ -15,6 +15,7 @@ import pytest
 
 from mkpolicy.testing.kueue import METADATA_ACCEPT, PROFILES, Kueue, Sent
 from mkpolicy.testing.kueue.env import MultiKueueEnv, kubeconfig_bytes, loopback_multikueue
+from mkpolicy.testing.kueue.goclient import ApiStatusError
 from mkpolicy.testing.kueue.reconcile import condition
 from mkpolicy.testing.kueue.simulate import DEACTIVATED
 
@@ -392,5 +393,29 @@ def test_a_refused_kubeconfig_is_visible(mutate: Callable[[dict[str, Any]], None
                 await kueue.wait_for(
                     lambda: active() == ("False", reason), what=f"Active False {reason} on the manager"
                 )
+
+        asyncio.run(scenario())
+
+
+def test_status_writes_carry_the_read_resource_version() -> None:
+    """The model's writes of the manager's Workload status are strict, as Kueue's
+    (``pkg/workload/patching/patching.go``): based on a Workload changed since, refused (409);
+    otherwise written, and the object written keeps the new ``resourceVersion`` for the next."""
+    with loopback_multikueue() as env:
+
+        async def scenario() -> None:
+            async with env.kueue(time_scale=SCALE, gc_interval=1e6) as kueue:
+                wl = env.core.submit(env.manager.create(env.job("strict")))
+                local = env.manager.get("kueue.x-k8s.io/v1beta2", "Workload", wl, NS)
+                env.core.evict(wl, NS)  # another controller's write
+                with pytest.raises(ApiStatusError) as refused:
+                    await kueue.patch_workload_status(local, {"nominatedClusterNames": ["worker1"]})
+                assert refused.value.code == 409
+                fresh = env.manager.get("kueue.x-k8s.io/v1beta2", "Workload", wl, NS)
+                await kueue.patch_workload_status(fresh, {"nominatedClusterNames": ["worker1"]})
+                await kueue.patch_workload_status(fresh, {"nominatedClusterNames": ["worker2"]})
+                stored = env.manager.get("kueue.x-k8s.io/v1beta2", "Workload", wl, NS)
+                assert stored["status"]["nominatedClusterNames"] == ["worker2"]
+                assert stored["metadata"]["resourceVersion"] == fresh["metadata"]["resourceVersion"]
 
         asyncio.run(scenario())
