@@ -154,6 +154,7 @@ def test_a_workflow_runs_through_kueue_and_its_status_comes_back_to_the_main_res
                 mk.worker_kueue["worker1"].evict(wl, ns)
                 await model.wait_for(lambda: mk.core.check_state(wl, ns) == "Retry", what="check Retry")
                 mk.core.evict(wl, ns)
+                mk.core.release_quota(wl, ns)  # the integration's part: the job stopped
                 await check.nothing_left("worker1")
                 mk.core.admit(wl, ns)
                 await model.wait_for(lambda: model.outcome_kinds(ns, wl).count("dispatched") >= 4, what="re-dispatch")
@@ -366,6 +367,7 @@ def test_a_worker_lost_mid_run(tmp_path: Path) -> None:
                 try:
                     await model.wait_for(lambda: mk.core.check_state(wl, ns) == "Retry", what="check Retry", timeout=30)
                     mk.core.evict(wl, ns)
+                    mk.core.release_quota(wl, ns)  # the integration's part: the job stopped
                     mk.core.admit(wl, ns)
                     await model.wait_for(
                         lambda: model.outcome_kinds(ns, wl).count("dispatched") >= 3, what="re-dispatch", timeout=30

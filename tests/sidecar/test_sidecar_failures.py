@@ -156,6 +156,7 @@ def test_refused_creation_is_an_event_and_creates_nothing(tmp_path: Path) -> Non
                 assert copy["metadata"]["labels"] == expected["metadata"]["labels"]
                 # the held job is evicted: nothing is left anywhere
                 mk.core.evict(held, env.ns)
+                mk.core.release_quota(held, env.ns)  # the integration's part: the job stopped
                 mk.worker_kueue["worker2"].finish(wl, env.ns)
                 await nothing_left(mk, model)
 

@@ -118,6 +118,7 @@ def test_the_whole_lifecycle(tmp_path: Path) -> None:
                 mk.worker_kueue["worker1"].evict(wl, ns)
                 await model.wait_for(lambda: mk.core.check_state(wl, ns) == "Retry", what="check Retry")
                 mk.core.evict(wl, ns)
+                mk.core.release_quota(wl, ns)  # the integration's part: the job stopped
                 await check.nothing_left("worker1")
                 # re-admitted: dispatched again, this time worker2 admits it
                 mk.core.admit(wl, ns)

@@ -15,6 +15,9 @@ import pytest
 
 from mkpolicy.testing.kueue import METADATA_ACCEPT, PROFILES, Kueue, Sent
 from mkpolicy.testing.kueue.env import MultiKueueEnv, kubeconfig_bytes, loopback_multikueue
+from mkpolicy.testing.kueue.goclient import ApiStatusError
+from mkpolicy.testing.kueue.reconcile import condition
+from mkpolicy.testing.kueue.simulate import DEACTIVATED
 
 pytestmark = [pytest.mark.loopback_only("drives loopback clusters directly"), pytest.mark.timeout(60)]
 
@@ -159,6 +162,50 @@ def test_lifecycle_on_the_wire(version: str) -> None:
         asyncio.run(scenario())
 
 
+@pytest.mark.parametrize("version", ["0.17.1", "0.19.2"])
+def test_evicted_workload_holding_quota_is_dispatched_again(version: str) -> None:
+    """Deactivated: worker1's copies go (their spec differs); evicted with its quota kept, the check
+    Pending and no cluster: the inactive Workload is dispatched to both workers again, and the job
+    synced to the earliest worker whose Kueue evicted it (``workload.go`` steps 5, 8, 4); the quota
+    released: every copy goes."""
+    with loopback_multikueue() as env:
+
+        async def scenario() -> None:
+            async with env.kueue(version=version, time_scale=SCALE, gc_interval=1e6) as kueue:
+                await kueue.wait_connected("worker1", "worker2")
+                wl = await dispatch(env, kueue, "run", "worker1")
+                await kueue.wait_for(lambda: env.core.check_state(wl, NS) == "Ready", what="check Ready")
+
+                def remote(worker: str) -> dict[str, Any] | None:
+                    return next(
+                        iter(env.workers[worker].list("kueue.x-k8s.io/v1beta2", "Workload", namespace=NS)), None
+                    )
+
+                env.core.deactivate(wl, NS)
+                await kueue.wait_for(lambda: remote("worker1") is None and not env.workers["worker1"].list(*PR, namespace=NS),
+                                     what="worker1's copies removed")  # fmt: skip
+                env.core.evict(wl, NS, *DEACTIVATED)
+                await kueue.wait_for(
+                    lambda: all((r := remote(w)) and r["spec"]["active"] is False for w in ("worker1", "worker2")),
+                    what="the inactive Workload on both workers",
+                )
+                assert env.core.check_state(wl, NS) == "Pending"
+                assert (
+                    condition(env.manager.get("kueue.x-k8s.io/v1beta2", "Workload", wl, NS), "QuotaReserved")["status"]
+                    == "True"
+                )  # type: ignore[index]
+                env.worker_kueue["worker2"].evict(wl, NS, *DEACTIVATED)
+                await kueue.wait_for(lambda: env.workers["worker2"].list(*PR, namespace=NS), what="the job on worker2")
+                assert not env.workers["worker1"].list(*PR, namespace=NS)
+
+                env.core.release_quota(wl, NS)
+                for worker in ("worker1", "worker2"):
+                    await kueue.wait_for(lambda w=worker: remote(w) is None and not env.workers[w].list(*PR, namespace=NS),  # type: ignore[misc]
+                                         what=f"nothing left on {worker}")  # fmt: skip
+
+        asyncio.run(scenario())
+
+
 def test_eviction_redispatch_and_gc() -> None:
     """Evicted on the manager: the copies go; re-admitted: dispatched again; a workload deleted
     while Kueue was down: garbage-collected (ownership GET, DELETE Background, remote Workload)."""
@@ -169,6 +216,7 @@ def test_eviction_redispatch_and_gc() -> None:
                 await kueue.wait_connected("worker1", "worker2")
                 wl = await dispatch(env, kueue, "run", "worker1")
                 env.core.evict(wl, NS)
+                env.core.release_quota(wl, NS)  # the integration's part: the job stopped
                 await kueue.wait_for(
                     lambda: (
                         not env.workers["worker1"].list(*PR, namespace=NS)
@@ -345,5 +393,29 @@ def test_a_refused_kubeconfig_is_visible(mutate: Callable[[dict[str, Any]], None
                 await kueue.wait_for(
                     lambda: active() == ("False", reason), what=f"Active False {reason} on the manager"
                 )
+
+        asyncio.run(scenario())
+
+
+def test_status_writes_carry_the_read_resource_version() -> None:
+    """The model's writes of the manager's Workload status are strict, as Kueue's
+    (``pkg/workload/patching/patching.go``): based on a Workload changed since, refused (409);
+    otherwise written, and the object written keeps the new ``resourceVersion`` for the next."""
+    with loopback_multikueue() as env:
+
+        async def scenario() -> None:
+            async with env.kueue(time_scale=SCALE, gc_interval=1e6) as kueue:
+                wl = env.core.submit(env.manager.create(env.job("strict")))
+                local = env.manager.get("kueue.x-k8s.io/v1beta2", "Workload", wl, NS)
+                env.core.evict(wl, NS)  # another controller's write
+                with pytest.raises(ApiStatusError) as refused:
+                    await kueue.patch_workload_status(local, {"nominatedClusterNames": ["worker1"]})
+                assert refused.value.code == 409
+                fresh = env.manager.get("kueue.x-k8s.io/v1beta2", "Workload", wl, NS)
+                await kueue.patch_workload_status(fresh, {"nominatedClusterNames": ["worker1"]})
+                await kueue.patch_workload_status(fresh, {"nominatedClusterNames": ["worker2"]})
+                stored = env.manager.get("kueue.x-k8s.io/v1beta2", "Workload", wl, NS)
+                assert stored["status"]["nominatedClusterNames"] == ["worker2"]
+                assert stored["metadata"]["resourceVersion"] == fresh["metadata"]["resourceVersion"]
 
         asyncio.run(scenario())

@@ -250,9 +250,19 @@ class Kueue:
         self.workloads_queue.add_after((namespace, name), self.settings.events_batch_period)
 
     async def patch_workload_status(self, local: dict[str, Any], status: dict[str, Any]) -> None:
-        """A status write of the manager's Workload (merge patch; Kueue applies it server-side)."""
+        """A status write of the manager's Workload (a merge patch; Kueue applies it server-side).
+
+        Strict, as Kueue's are (``pkg/workload/patching/patching.go``: ``StrictApply`` by
+        default puts the read ``resourceVersion`` in the patch): a write based on a Workload
+        another controller has changed since is refused (409) and the reconcile runs again;
+        ``local`` takes the written object's ``resourceVersion`` (controller-runtime updates
+        the object it patched)."""
         meta = local["metadata"]
-        await self.manager.patch_status(WORKLOAD, meta.get("namespace"), meta["name"], {"status": status}, "typed")
+        patch: dict[str, Any] = {"status": status}
+        if meta.get("resourceVersion"):
+            patch["metadata"] = {"resourceVersion": meta["resourceVersion"]}
+        written = await self.manager.patch_status(WORKLOAD, meta.get("namespace"), meta["name"], patch, "typed")
+        meta["resourceVersion"] = (written.get("metadata") or {}).get("resourceVersion", meta.get("resourceVersion"))
 
     async def _local_exists(self, namespace: str, name: str) -> bool:
         try:

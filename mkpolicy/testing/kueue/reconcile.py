@@ -32,7 +32,13 @@ the remote Workload (DELETE).
 
 Manager-side writes of the Workload's status are merge patches here; Kueue uses
 server-side apply (``workloadpatching``), which the loopback API server does not
-implement. They never reach a worker.
+implement. Both carry the ``resourceVersion`` read (a stale write is refused and the
+reconcile runs again). They never reach a worker.
+
+While the manager's Workload is evicted and still holds its quota (before the
+integration releases it), step 8 dispatches it again: eviction resets the check to
+Pending and ``clusterName`` (``ShouldSkipClusterNomination`` in v0.19 skips only a check
+not Pending or a Workload with a cluster; v0.17 has no such skip).
 """
 
 from __future__ import annotations

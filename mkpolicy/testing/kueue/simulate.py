@@ -7,9 +7,16 @@ with the state changes those controllers make:
 - :class:`ManagerKueue` — on the manager: MultiKueue's configuration objects (Secret,
   MultiKueueCluster, MultiKueueConfig, AdmissionCheck); the Workload the jobframework
   creates for a job (``GetWorkloadNameForOwnerWithGVK``, owned by the job, the
-  ``resource-in-use`` finalizer); the scheduler reserving quota; eviction
-  (``pkg/workload/evict/evict.go`` ``prepareForEviction``: Evicted, cluster nomination
-  reset, checks back to Pending; then the quota released) and re-admission.
+  ``resource-in-use`` finalizer); the scheduler reserving quota; eviction in Kueue's two
+  steps — the Workload evicted with its quota kept (``pkg/workload/evict/evict.go``
+  ``prepareForEviction``: Evicted, cluster nomination reset, checks back to Pending;
+  written by ``pkg/controller/core/workload_controller.go`` for a deactivated Workload),
+  then, once the job has stopped, the quota released by the integration
+  (``pkg/controller/jobframework/reconciler.go``, "handle eviction":
+  ``UnsetQuotaReservationWithCondition``). In between, MultiKueue still sees a Workload
+  that holds quota with its check Pending and no cluster, and dispatches it again
+  (``workload.go`` step 8); a test plays the two steps apart to see that window.
+  Re-admission is the scheduler's.
 - :class:`WorkerKueue` — on a worker: Kueue admitting the remote Workload (the finalizer,
   ``admission``, QuotaReserved and Admitted), adopting it once the job is there (the
   job's controller owner reference, as the jobframework reconciler does for a prebuilt
@@ -33,6 +40,8 @@ if TYPE_CHECKING:
     from mkpolicy.testing.targets import ClusterTarget
 
 WORKLOAD_API = WORKLOAD.api_version
+#: The eviction reason and message of a deactivated Workload (``pkg/controller/core/workload_controller.go``).
+DEACTIVATED = ("Deactivated", "The workload is deactivated")
 
 
 def workload_name(kind: str, name: str, uid: str, group: str) -> str:
@@ -138,6 +147,18 @@ class ManagerKueue:
         self.admit(name, meta["namespace"])
         return name
 
+    def queue(self, name: str, namespace: str) -> None:
+        """Kueue's workload controller adds the ClusterQueue's admission checks to a new Workload,
+        Pending, before the scheduler reserves quota (``workload_controller.go``
+        ``reconcileSyncAdmissionChecks``): MultiKueue may reconcile it then, without quota."""
+        wl = self.cluster.get(WORKLOAD_API, "Workload", name, namespace)
+        checks = [c for c in (wl.get("status") or {}).get("admissionChecks") or [] if c.get("name") != self.check]
+        checks.append({"name": self.check, "state": "Pending", "message": "", "lastTransitionTime": now_rfc3339()})
+        self.cluster.patch(
+            WORKLOAD_API, "Workload", name, {"status": {"admissionChecks": checks}}, namespace=namespace,
+            subresource="status",
+        )  # fmt: skip
+
     def admit(self, name: str, namespace: str) -> None:
         """The scheduler reserves quota; every admission check Pending."""
         wl = self.cluster.get(WORKLOAD_API, "Workload", name, namespace)
@@ -154,24 +175,60 @@ class ManagerKueue:
     def evict(
         self, name: str, namespace: str, reason: str = "Preempted", message: str = "Preempted by the test"
     ) -> None:
-        """Eviction and the quota released (``prepareForEviction``, then ``UnsetQuotaReservationWithCondition``)."""
+        """Kueue evicts the Workload and keeps its quota (``pkg/workload/evict/evict.go``
+        ``prepareForEviction``): Evicted True, ``clusterName`` and ``nominatedClusterNames``
+        reset, every check not Pending back to Pending ("Reset to Pending after eviction.
+        Previously: <state>"). The quota goes only when the integration has stopped the job:
+        :meth:`release_quota`."""
         wl = self.cluster.get(WORKLOAD_API, "Workload", name, namespace)
         status = wl.get("status") or {}
-        conditions = set_condition(status.get("conditions") or [], "Evicted", "True", reason, message)
-        conditions = set_condition(conditions, "QuotaReserved", "False", "Pending", message)
-        conditions = set_condition(conditions, "Admitted", "False", "NoReservation", "The workload has no reservation")
+        generation = (wl.get("metadata") or {}).get("generation")
+        conditions = set_condition(status.get("conditions") or [], "Evicted", "True", reason, message, generation)
         checks = [
-            c if c.get("state") == "Pending" else {**c, "state": "Pending", "lastTransitionTime": now_rfc3339()}
+            c
+            if c.get("state") == "Pending"
+            else {
+                **c,
+                "state": "Pending",
+                "message": f"Reset to Pending after eviction. Previously: {c.get('state')}",
+                "lastTransitionTime": now_rfc3339(),
+            }
             for c in status.get("admissionChecks") or []
         ]
-        new = {
-            "conditions": conditions,
-            "admission": None,
-            "clusterName": None,
-            "nominatedClusterNames": None,
-            "admissionChecks": checks,
-        }
+        new = {"conditions": conditions, "clusterName": None, "nominatedClusterNames": None, "admissionChecks": checks}
         self.cluster.patch(WORKLOAD_API, "Workload", name, {"status": new}, namespace=namespace, subresource="status")
+
+    def release_quota(self, name: str, namespace: str) -> None:
+        """The integration's part of an eviction, once the job has stopped
+        (``pkg/controller/jobframework/reconciler.go``, "handle eviction"):
+        ``SetRequeuedCondition`` (True only for a preemption or node failure) and
+        ``UnsetQuotaReservationWithCondition`` (``pkg/workload/workload.go``): QuotaReserved
+        False (``Pending``, the eviction's message), no ``admission``, Admitted False."""
+        wl = self.cluster.get(WORKLOAD_API, "Workload", name, namespace)
+        status = wl.get("status") or {}
+        evicted = next((c for c in status.get("conditions") or [] if c.get("type") == "Evicted"), None) or {}
+        reason, message = str(evicted.get("reason") or "Pending"), str(evicted.get("message") or "")
+        generation = (wl.get("metadata") or {}).get("generation")
+        requeued = "True" if reason in ("Preempted", "NodeFailures") else "False"
+        conditions = set_condition(status.get("conditions") or [], "Requeued", requeued, reason, message, generation)
+        conditions = set_condition(conditions, "QuotaReserved", "False", "Pending", message, generation)
+        conditions = set_condition(
+            conditions, "Admitted", "False", "NoReservationUnsatisfiedChecks",
+            "The workload has no reservation and not all checks ready", generation,
+        )  # fmt: skip
+        new = {"conditions": conditions, "admission": None}
+        self.cluster.patch(WORKLOAD_API, "Workload", name, {"status": new}, namespace=namespace, subresource="status")
+
+    def deactivate(self, name: str, namespace: str) -> None:
+        """A user sets ``spec.active: false``. Kueue's workload controller then evicts the
+        Workload (``workload_controller.go``): :meth:`evict` with :data:`DEACTIVATED`, a write
+        of its own (MultiKueue may reconcile the spec change before it), the quota kept
+        until :meth:`release_quota`."""
+        self.cluster.patch(WORKLOAD_API, "Workload", name, {"spec": {"active": False}}, namespace=namespace)
+
+    def activate(self, name: str, namespace: str) -> None:
+        """A user sets ``spec.active: true`` again (the scheduler's re-admission: :meth:`admit`)."""
+        self.cluster.patch(WORKLOAD_API, "Workload", name, {"spec": {"active": True}}, namespace=namespace)
 
     def check_state(self, name: str, namespace: str) -> str:
         """The MultiKueue check's state on the manager's Workload."""
