@@ -342,7 +342,10 @@ def multikueues(kueue_version: str, tmp: Path) -> Iterator[tuple[RealMultiKueue,
     shutil.copy(ROOT / "policies" / "tekton-pipelinerun.yaml", policies)
     shutil.copytree(ROOT / "schemas", tmp / "schemas")
     mks = [
-        RealMultiKueue(1, kueue_version=kueue_version, policies=p, log=lambda line, n=n: log(f"{n}: {line}"))
+        # the sidecar as configured by default: no request log (logging.requestLog is opt-in)
+        RealMultiKueue(
+            1, kueue_version=kueue_version, policies=p, request_log=False, log=lambda line, n=n: log(f"{n}: {line}")
+        )
         for n, p in (("direct", None), ("sidecar", policies))
     ]
     # one metrics pair at Kueue's fixed path before the two start at once
