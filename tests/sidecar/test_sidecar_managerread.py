@@ -60,6 +60,15 @@ def with_reader(server: ApiServer, body: Callable[[ManagerReader], Awaitable[T]]
     return asyncio.run(run())
 
 
+async def failure(read: Awaitable[Any]) -> BaseException | None:
+    """The exception ``read`` raised (None when it succeeded)."""
+    try:
+        await read
+    except Exception as exc:
+        return exc
+    return None
+
+
 def test_an_object_reads_as_the_api_client_reads_it_on_one_kept_connection(server: ApiServer) -> None:
     async def body(reader: ManagerReader) -> tuple[Any, Any, int]:
         async with KubeClient(config_of(server)) as client:
@@ -87,12 +96,7 @@ def test_an_error_status_is_an_api_error_with_the_servers_status(server: ApiServ
 def test_an_answer_cut_short_is_a_read_error_and_the_next_read_works(server: ApiServer) -> None:
     async def body(reader: ManagerReader) -> tuple[BaseException | None, Any]:
         server.faults.drop(path=PATH, after_bytes=10)
-        try:
-            await reader.get(PATH)
-        except ManagerReadError as exc:
-            failed: BaseException | None = exc
-        else:
-            failed = None
+        failed = await failure(reader.get(PATH))
         return failed, await reader.get(PATH)
 
     failed, after = with_reader(server, body)
@@ -106,12 +110,7 @@ def test_a_connection_the_server_closed_is_replaced_and_an_unreachable_server_is
     async def body(reader: ManagerReader) -> tuple[Any, BaseException | None]:
         await reader.get(PATH)
         server.faults.unreachable("refuse")  # every connection closed, the kept one too
-        try:
-            await reader.get(PATH)
-        except ManagerReadError as exc:
-            down: BaseException | None = exc
-        else:
-            down = None
+        down = await failure(reader.get(PATH))
         server.faults.reachable()
         return await reader.get(PATH), down
 
