@@ -17,6 +17,7 @@ Modules, one job each:
 * ``relay`` — copying a worker's answer to the client (streams, breaks, Status errors);
 * ``upstream`` — the keep-alive connection pool to one real worker;
 * ``bodies`` — request bodies of policy kinds: JSON, or CBOR as client-go sends it;
+* ``managerread`` — live reads of the manager's objects (``manager.reads: direct``) on that pool's connections;
 * ``cache`` — the watch cache of the manager's objects of a policy kind (``manager.reads: cache``);
 * ``policies`` — the active policy set and its hot reload;
 * ``kueueconfig`` — what the Kueue beside the sidecar is configured with, and what disagrees;

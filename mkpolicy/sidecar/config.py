@@ -131,6 +131,14 @@ class Manager(_Model):
     )
     context: str | None = Field(default=None, description="Context of the kubeconfig (default: its current-context).")
     namespace: str = Field(default="kueue-system", description="Kueue's namespace (MultiKueueCluster Secrets).")
+    # direct is the default because Kueue itself reads the manager's object live: the generic
+    # adapter (kueue v0.19.2 admissionchecks/multikueue/externalframeworks/adapter.go, SyncJob and
+    # IsJobManagedByKueue) Gets it as unstructured.Unstructured through the manager's client
+    # (workload.go's w.client, mgr.GetClient() in controllers.go), and controller-runtime reads
+    # unstructured objects from the API server, not its informers, unless Cache.Unstructured is
+    # set (controller-runtime v0.24.1 pkg/client/client.go shouldBypassCache; pkg/cluster/cluster.go
+    # leaves it false), which cmd/kueue/main.go and pkg/config/config.go never do. A cache here
+    # would be staler than Kueue; managerread.py keeps the live read cheap.
     reads: Literal["cache", "direct"] = Field(
         default="direct",
         description="direct: read the manager's object on every transformed request, live, as Kueue reads it; "

@@ -33,6 +33,7 @@ from mkpolicy.sidecar.listener import Listener
 from mkpolicy.sidecar.logs import fields, plain_error
 from mkpolicy.sidecar.mainstatus import Written, write_status
 from mkpolicy.sidecar.manager_checks import bypass_state, crd_report
+from mkpolicy.sidecar.managerread import ManagerReader, manager_reader
 from mkpolicy.sidecar.metrics import Metrics
 from mkpolicy.sidecar.ops import OpsServer
 from mkpolicy.sidecar.policies import Entry, PolicySet, PolicyStore, ReloadError, holds_yaml
@@ -44,6 +45,8 @@ from mkpolicy.sidecar.workers import WorkerLink
 
 log = logging.getLogger("mkpolicy.sidecar")
 
+#: How the sidecar names itself to the manager's API server.
+USER_AGENT = "mkpolicy-sidecar"
 #: Seconds between two looks at what the manager must provide (:meth:`Sidecar.check_manager`), and
 #: before the first one (``--wire`` points the Secrets here right after the start, then looks itself).
 MANAGER_CHECK_INTERVAL = 30.0
@@ -75,6 +78,8 @@ class Sidecar:
         )
         self._manager_config = manager
         self._manager: KubeClient | None = None
+        #: The manager's objects read live on transformed requests (None: through ``_manager``).
+        self._reader: ManagerReader | None = None
         self._caches: dict[GVK, ManagerCache] = {}
         self.events = EventRecorder(lambda: self._manager, self.metrics)
         #: What the Kueue beside the sidecar is configured with (read at start).
@@ -127,18 +132,23 @@ class Sidecar:
             return found
         # No cache (manager.reads: direct, or a policy set being swapped in) or a miss. The object
         # read is not cached: the watch delivers it (a deleted object could otherwise linger).
-        assert self._manager is not None
-        obj = await read_object(self._manager, entry.info, namespace, name)
+        obj = await self._read(entry.info, namespace, name)
         self.metrics.cache_reads.labels(entry.name, "direct" if obj is not None else "absent").inc()
         return obj
 
     async def read_manager(self, info: ResourceInfo, namespace: str | None, name: str) -> dict[str, Any] | None:
         """An object of any kind read from the manager (None when absent or unreadable)."""
-        assert self._manager is not None
         try:
-            return await read_object(self._manager, info, namespace, name)
+            return await self._read(info, namespace, name)
         except (ApiError, aiohttp.ClientError, OSError, TimeoutError):
             return None
+
+    async def _read(self, info: ResourceInfo, namespace: str | None, name: str) -> dict[str, Any] | None:
+        """``namespace/name`` read live from the manager (None when it does not exist)."""
+        if self._reader is None:
+            assert self._manager is not None
+            return await read_object(self._manager, info, namespace, name)
+        return await self._reader.get(info.path(namespace if info.namespaced else None, name))
 
     async def write_main_status(self, entry: Entry, worker: dict[str, Any], cluster: str) -> Written:
         """The policy's sync of ``worker`` written to the manager's main resource (:mod:`.mainstatus`)."""
@@ -268,7 +278,9 @@ class Sidecar:
         cfg = self.config
         if cfg.logging.request_log is not None:
             self.request_log = open_request_log(cfg.logging.request_log.file, cfg.logging.request_log.max_entries)
-        self._manager = KubeClient(self._manager_config or manager_rest_config(cfg), user_agent="mkpolicy-sidecar")
+        manager_config = self._manager_config or manager_rest_config(cfg)
+        self._manager = KubeClient(manager_config, user_agent=USER_AGENT)
+        self._reader = manager_reader(manager_config, USER_AGENT)
         self.metrics.init_series([w.name for w in cfg.workers])
         self.kueue = await read_kueue(self._manager, cfg)
         self._store.kueue = self.kueue
@@ -386,7 +398,19 @@ class Sidecar:
                 except MkpolicyError as exc:
                     self._manager_problem = exc.message
                     continue
+                await self._reconfigure_reader(config)
                 log.info("manager kubeconfig changed; taken up", extra=fields(server=config.server))
+
+    async def _reconfigure_reader(self, config: RestConfig) -> None:
+        """The live reads follow the manager's new kubeconfig (through the API client when the pool cannot)."""
+        if self._reader is None:
+            self._reader = manager_reader(config, USER_AGENT)
+            return
+        try:
+            self._reader.reconfigure(config)
+        except ValueError:
+            retired, self._reader = self._reader, None
+            await retired.close()
 
     async def _retry_first_load(self) -> None:
         delay = 0.5
@@ -445,6 +469,9 @@ class Sidecar:
         if self._manager is not None:
             await self._manager.close()
             self._manager = None
+        if self._reader is not None:
+            await self._reader.close()
+            self._reader = None
         self._evaluator.shutdown()
         self._started = False
         log.info("sidecar stopped")
@@ -535,7 +562,7 @@ class Sidecar:
 
 async def unwire_all(config: SidecarConfig, manager: RestConfig | None = None) -> dict[str, UnwireResult]:
     """Restore every worker's MultiKueueCluster Secret as it was before ``--wire``."""
-    async with KubeClient(manager or manager_rest_config(config), user_agent="mkpolicy-sidecar") as client:
+    async with KubeClient(manager or manager_rest_config(config), user_agent=USER_AGENT) as client:
         out: dict[str, UnwireResult] = {}
         for worker in config.workers:
             secret = await multikueue_secret(client, worker)

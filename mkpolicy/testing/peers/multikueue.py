@@ -178,7 +178,9 @@ class RealMultiKueue:
     ``multiKueue.workerLostTimeout`` (how long an admitted workload waits for a lost worker
     before MultiKueue dispatches it again). ``kubeconfig_dir``: where to write
     ``manager.kubeconfig``, ``worker1.kubeconfig``...; ``run_dir``: where everything
-    else goes (a temporary folder by default, removed at stop).
+    else goes (a temporary folder by default, removed at stop). ``request_log``: the sidecar
+    logs every request's shape (``logging.requestLog``, which tests read); False runs it
+    without, as its configuration does by default (the benches).
     """
 
     def __init__(
@@ -194,6 +196,7 @@ class RealMultiKueue:
         run_dir: Path | None = None,
         kueue_log_level: int = 2,
         worker_lost_timeout: str = "5m",
+        request_log: bool = True,
         log: Callable[[str], None] = print,
     ) -> None:
         self.kueue_version = build.normalize_kueue_version(kueue_version)
@@ -204,6 +207,8 @@ class RealMultiKueue:
         self.crd_files = list(crds)
         self.kueue_log_level = kueue_log_level
         self.worker_lost_timeout = worker_lost_timeout
+        #: Whether the sidecar logs request shapes (``logging.requestLog``; off in a default configuration).
+        self.request_log = request_log
         self.log = log
         self.plane = ControlPlane(run_dir, log=log, kueue_versions=[self.kueue_version])
         self.kubeconfig_dir = kubeconfig_dir or self.plane.run_dir / "kubeconfigs"
@@ -484,7 +489,8 @@ class RealMultiKueue:
         folder = self.run_dir / "sidecar"
         kubeconfig = self.manager.write_kubeconfig(folder / "manager.kubeconfig")
         self.sidecar = SidecarProcess(folder, self.manager.admin, kubeconfig, self.worker_names, self.policies,
-                                      kueue_version=self.kueue_version).start()  # fmt: skip
+                                      kueue_version=self.kueue_version,
+                                      request_log=self.request_log).start()  # fmt: skip
 
     # -- teardown ----------------------------------------------------------------------------------------
 

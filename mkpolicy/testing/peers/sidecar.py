@@ -44,7 +44,7 @@ class SidecarProcess:
     """The sidecar for ``workers``, its files in ``folder``; :meth:`start` waits until the Secrets are wired."""
 
     def __init__(self, folder: Path, manager: Manager, manager_kubeconfig: Path, workers: Sequence[str],
-                 policies: Path, *, kueue_version: str | None = None) -> None:  # fmt: skip
+                 policies: Path, *, kueue_version: str | None = None, request_log: bool = True) -> None:  # fmt: skip
         self.folder = folder
         self.manager = manager
         self.ports = {w: free_port() for w in workers}
@@ -60,8 +60,9 @@ class SidecarProcess:
             "state": {"dir": str(folder / "state")},
             "reload": {"intervalSeconds": 1},
             "shutdown": {"gracePeriodSeconds": 2},
-            "logging": {"requestLog": {"file": str(folder / "requests.jsonl")}},
         }  # fmt: skip
+        if request_log:
+            config["logging"] = {"requestLog": {"file": str(folder / "requests.jsonl")}}
         #: Every request's shape, across restarts (:mod:`mkpolicy.sidecar.requestlog`).
         self.request_log = folder / "requests.jsonl"
         if kueue_version:
