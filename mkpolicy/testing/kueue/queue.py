@@ -36,6 +36,7 @@ class WorkQueue(Generic[K]):
         self._wake = asyncio.Event()
         self._timers: set[asyncio.TimerHandle] = set()
         self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
         #: Reconciles that ended (for waiting on quiescence).
         self.done = 0
 
@@ -75,6 +76,7 @@ class WorkQueue(Generic[K]):
         return not self._queue and not self._processing
 
     def start(self) -> None:
+        self._stopping.clear()
         self._task = asyncio.ensure_future(self._run())
 
     async def stop(self) -> None:
@@ -82,16 +84,22 @@ class WorkQueue(Generic[K]):
             handle.cancel()
         self._timers.clear()
         if self._task is not None:
+            # The flag as well as the cancellation: a cancellation can be lost inside a reconcile
+            # (asyncio.wait_for's race before Python 3.12), and the loop would wait for work forever.
+            self._stopping.set()
+            self._wake.set()
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping.is_set():
             while not self._queue:
                 self._wake.clear()
                 await self._wake.wait()
+                if self._stopping.is_set():
+                    return
             key = self._queue.pop(0)
             self._dirty.discard(key)
             self._processing.add(key)
