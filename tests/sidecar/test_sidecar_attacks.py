@@ -421,7 +421,7 @@ def test_a_head_sent_slowly_is_cut_at_its_deadline() -> None:
                     await asyncio.sleep(0.1)
                     if reader.at_eof():
                         raise ConnectionResetError
-            assert time.monotonic() - start < 3
+            assert time.monotonic() - start < 5  # cut at 0.5 s; 10x for a busy machine
             assert await reader.read() == b""
             # a new connection that sends nothing is cut at the same deadline
             reader, writer = await w.connect()

@@ -535,7 +535,7 @@ def test_graceful_shutdown_drains_requests_and_ends_watches_cleanly(tmp_path: Pa
                     await asyncio.wait_for(pass_watch, 5)
                     await asyncio.wait_for(stopping, 5)
                     assert watch_ended == ["clean"]
-                    assert time.monotonic() - t0 < 3
+                    assert time.monotonic() - t0 < 5  # the 0.5 s request drained; 10x for a busy machine
                     # no longer listening
                     with pytest.raises((aiohttp.ClientError, OSError)):
                         await w1.get("/api/v1/namespaces")
