@@ -545,9 +545,20 @@ def evaluate_mutating(
     current: dict[str, Any] = copy_json(dict(obj))
     if not mutating_applies(policy, current, old=old, params=params, operation=operation):
         return current
-    spec = policy["spec"]
+    return _mutated(policy, current, old, params, operation, schema)
+
+
+def _mutated(
+    policy: Mapping[str, Any],
+    current: dict[str, Any],
+    old: Mapping[str, Any] | None,
+    params: Any,
+    operation: str,
+    schema: Schema | None = None,
+) -> dict[str, Any]:
+    """``current`` after the policy's mutations, in order (whether it applies already decided)."""
     merge = merge_schema(schema)
-    for i, mutation in enumerate(spec.get("mutations") or []):
+    for i, mutation in enumerate(policy["spec"].get("mutations") or []):
         patch_type = mutation["patchType"]
         text = (mutation.get("jsonPatch") or mutation.get("applyConfiguration") or {})["expression"]
         compiled = CompiledMutation(patch_type, _compile(text, f"mutation #{i + 1}"))
@@ -573,7 +584,7 @@ def run_mutating(
     invoked: list[Mapping[str, Any]] = []
     for policy in policies:
         if mutating_applies(policy, current, old=old, params=params, operation=operation):
-            current = evaluate_mutating(policy, current, old=old, params=params, operation=operation)
+            current = _mutated(policy, current, old, params, operation)
             if policy["spec"].get("reinvocationPolicy") == "IfNeeded":
                 invoked.append(policy)
     for policy in invoked:
