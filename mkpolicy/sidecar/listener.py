@@ -87,6 +87,13 @@ class Exchange:
         """The request body has been read completely (or there is none)."""
         return self._scanner.done if self._scanner is not None else self._body_left == 0
 
+    def body_now(self) -> bytes:
+        """The whole Content-Length body, when the connection has received all of it (the fast path's)."""
+        assert self._scanner is None and len(self.conn.buffer) >= self._body_left and not self._continue
+        data = self.conn.take(self._body_left) if self._body_left else b""
+        self._body_left = 0
+        return data
+
     def _send_continue(self) -> None:
         if self._continue:
             self._continue = False

@@ -181,6 +181,10 @@ class Sidecar:
             cache.count_hit()
         return obj
 
+    def caches(self, entry: Entry) -> bool:
+        """Whether the manager's objects of ``entry``'s kind are kept in a watch cache (``manager.reads: cache``)."""
+        return entry.adapter.gvk in self._caches
+
     def worker_problem(self, cluster: str) -> str | None:
         """Why ``cluster``'s endpoint cannot serve, or None."""
         link = self._links.get(cluster)
