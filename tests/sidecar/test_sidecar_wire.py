@@ -339,7 +339,9 @@ def test_chunked_answers_and_trailers_pass_as_they_came(fast: bool) -> None:
 def test_plain_chunked_answers_and_small_bodies_the_fast_way(fast: bool) -> None:
     """kube-apiserver chunks every answer over 2 KiB, and Kueue's creates and deletes carry small bodies:
     answered from callbacks when plain and whole, byte for byte as the coroutine relays them."""
-    chunked = answer("Content-Type: application/json", "Transfer-Encoding: chunked", body=chunk(b"x" * 3000) + LAST_CHUNK)
+    chunked = answer(
+        "Content-Type: application/json", "Transfer-Encoding: chunked", body=chunk(b"x" * 3000) + LAST_CHUNK
+    )
     extended = answer("Transfer-Encoding: chunked", body=b"3;ext=1\r\nabc\r\n0\r\n\r\n")
     created = b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}"
     options = b'{"propagationPolicy":"Background"}'
@@ -360,7 +362,9 @@ def test_plain_chunked_answers_and_small_bodies_the_fast_way(fast: bool) -> None
         async with wire(script, fast=fast) as w:
 
             def body(method: str, path: str, data: bytes) -> bytes:
-                return w.get(path, "Content-Type: application/json", f"Content-Length: {len(data)}", method=method) + data
+                return (
+                    w.get(path, "Content-Type: application/json", f"Content-Length: {len(data)}", method=method) + data
+                )
 
             reader, writer = await w.connect()
             writer.write(w.get("/api/v1/warm"))  # opens the worker connection
