@@ -208,7 +208,8 @@ def report(r: dict[str, Any]) -> None:
     print(f"{'kind':28} {'other':>8} {'this':>8} {'this/other':>11}")
     for key, value in r.items():
         if isinstance(value, dict) and "this" in value and key != "idle_ms_per_s":
-            print(f"{key:28} {value['other']:8.3f} {value['this']:8.3f} {value['this'] / value['other']:10.2f}x")
+            ratio = f"{value['this'] / value['other']:10.2f}x" if value["other"] else f"{'n/a':>11}"
+            print(f"{key:28} {value['other']:8.3f} {value['this']:8.3f} {ratio}")
     idle = r["idle_ms_per_s"]
     print(f"idle background (ms per s, subtracted): other {idle['other']:.2f}, this {idle['this']:.2f}")
     print(f"(load average {r['loadavg']:.1f})")

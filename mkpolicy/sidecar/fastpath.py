@@ -120,7 +120,7 @@ class FastExchange:
         start = end + 4
         payload: list[bytes] | None = None
         if resp.framing == "chunked":
-            # kube-apiserver (Go's net/http) chunks every answer over 2 KiB
+            # kube-apiserver chunks every answer over 2 KiB (Go net/http server.go, bufferBeforeChunkingSize)
             payload = [] if self.entry is not None else None
             total = plain_chunked_end(buffer, start, FAST_BODY, payload)
             if total == CHUNKED_NOT_PLAIN or (total == CHUNKED_MORE and conn.eof):
