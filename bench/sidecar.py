@@ -50,6 +50,9 @@ wire, the sidecar's CPU per Kueue reconcile, Kueue's end-to-end latencies with a
 the sidecar (``bench/sidecar_real.py``)::
 
     python bench/sidecar.py --real [--jobs 20] [--requests 1000] [--rounds 3] [--posts 200] [--kueue-version V]
+
+``--real --against SRC`` compares this checkout's sidecar with the ``mkpolicy`` package in SRC (another
+version), both in front of one real worker, request by request (``bench/sidecar_versus.py``).
 """
 
 from __future__ import annotations

@@ -335,20 +335,40 @@ def reconciles(mk: RealMultiKueue) -> int:
     return mk.kueues["manager"].process.log.read_bytes().count(b'"Reconcile Workload"')
 
 
-@contextlib.contextmanager
-def multikueues(kueue_version: str, tmp: Path) -> Iterator[tuple[RealMultiKueue, RealMultiKueue]]:
-    """Both MultiKueues (without, with the sidecar), started in parallel; stopped at the end."""
+def multikueue(kueue_version: str, tmp: Path, policies: Path | None, name: str) -> RealMultiKueue:
+    """A MultiKueue of one worker (not started); with the sidecar as configured by default when ``policies``."""
+    # the sidecar as configured by default: no request log (logging.requestLog is opt-in)
+    return RealMultiKueue(
+        1, kueue_version=kueue_version, policies=policies, request_log=False, log=lambda line: log(f"{name}: {line}")
+    )
+
+
+def bench_policies(tmp: Path) -> Path:
+    """The Tekton policy (and the schemas it names) in ``tmp``."""
     policies = tmp / "policies"
     policies.mkdir()
     shutil.copy(ROOT / "policies" / "tekton-pipelinerun.yaml", policies)
     shutil.copytree(ROOT / "schemas", tmp / "schemas")
-    mks = [
-        # the sidecar as configured by default: no request log (logging.requestLog is opt-in)
-        RealMultiKueue(
-            1, kueue_version=kueue_version, policies=p, request_log=False, log=lambda line, n=n: log(f"{n}: {line}")
-        )
-        for n, p in (("direct", None), ("sidecar", policies))
-    ]
+    return policies
+
+
+@contextlib.contextmanager
+def multikueue_alone(kueue_version: str, tmp: Path) -> Iterator[RealMultiKueue]:
+    """One MultiKueue with the sidecar, started; stopped at the end."""
+    mk = multikueue(kueue_version, tmp, bench_policies(tmp), "sidecar")
+    ensure_metrics_cert(mk.plane.pki.serving.cert_pem, mk.plane.pki.serving.key_pem)
+    try:
+        mk.start()
+        yield mk
+    finally:
+        mk.stop()
+
+
+@contextlib.contextmanager
+def multikueues(kueue_version: str, tmp: Path) -> Iterator[tuple[RealMultiKueue, RealMultiKueue]]:
+    """Both MultiKueues (without, with the sidecar), started in parallel; stopped at the end."""
+    policies = bench_policies(tmp)
+    mks = [multikueue(kueue_version, tmp, p, n) for n, p in (("direct", None), ("sidecar", policies))]
     # one metrics pair at Kueue's fixed path before the two start at once
     ensure_metrics_cert(mks[0].plane.pki.serving.cert_pem, mks[0].plane.pki.serving.key_pem)
     errors: list[BaseException] = []
@@ -487,7 +507,8 @@ def report(r: dict[str, Any]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """``bench/sidecar.py --real [--jobs N] [--requests N] [--rounds N] [--posts N] [--kueue-version V] [--json]``."""
+    """``bench/sidecar.py --real [--jobs N] [--requests N] [--rounds N] [--posts N] [--kueue-version V] [--json]
+    [--against SRC]``."""
     import argparse
 
     parser = argparse.ArgumentParser(
@@ -500,9 +521,23 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--posts", type=int, default=200, help="POSTs per side")
     parser.add_argument("--kueue-version", default=build.KUEUE_VERSION)
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument(
+        "--against",
+        metavar="SRC",
+        help="instead: this checkout's sidecar and the one of the mkpolicy package in SRC (e.g. main: "
+        "git archive main mkpolicy | tar -x -C SRC), Kueue's requests kind by kind, --requests of each "
+        "(bench/sidecar_versus.py)",
+    )
     args = parser.parse_args(argv)
     if build.go_binary() is None:
         parser.error("--real needs a Go toolchain to build the peers ('go' is not on PATH)")
+    if args.against:
+        import sidecar_versus
+
+        build.ensure(build.all_peers([build.normalize_kueue_version(args.kueue_version)]), log=log)
+        return sidecar_versus.main(
+            args.against, args.requests, build.normalize_kueue_version(args.kueue_version), args.json
+        )
     results = run(args.jobs, args.requests, args.rounds, args.posts, build.normalize_kueue_version(args.kueue_version))
     if args.json:
         print(json.dumps(results, indent=2))

@@ -119,6 +119,62 @@ def load_kubeconfig(path: str) -> dict[str, Any]:
     return parse_kubeconfig(raw, path)
 
 
+#: The file paths a kubeconfig's clusters and users may name (read when its connection is made).
+_FILE_KEYS = (
+    ("clusters", "cluster", ("certificate-authority",)),
+    ("users", "user", ("client-certificate", "client-key")),
+)
+
+
+def named_files(config: Mapping[str, Any], base_dir: str | None) -> list[str]:
+    """Every CA, client certificate and key file ``config``'s clusters and users name (relative to ``base_dir``)."""
+    out: list[str] = []
+    for section, item, keys in _FILE_KEYS:
+        for entry in config.get(section) or []:
+            body = entry.get(item) if isinstance(entry, dict) else None
+            for key in keys:
+                path = body.get(key) if isinstance(body, dict) else None
+                if isinstance(path, str) and path:
+                    out.append(path if os.path.isabs(path) or base_dir is None else os.path.join(base_dir, path))
+    return out
+
+
+class KubeconfigFiles:
+    """A followed kubeconfig file and the files it names, as bytes: polling it (every second) costs a few
+    reads instead of a YAML parse when nothing changed.
+
+    :meth:`snapshot` reads them; after a parse, :meth:`taken` records the snapshot read before it and the
+    files the parsed kubeconfig names (a snapshot taken before the parse can only be older than what was
+    parsed: a change in between is seen at the next check).
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._named: list[str] = []
+        self._taken: bytes | None = None
+
+    def snapshot(self) -> bytes | None:
+        """The bytes of the kubeconfig and of the files it named at the last parse (None: one is unreadable)."""
+        parts = []
+        for path in (self.path, *self._named):
+            try:
+                with open(path, "rb") as fh:
+                    data = fh.read()
+            except OSError:
+                return None
+            parts.append(b"%d:%b" % (len(data), data))
+        return b"".join(parts)
+
+    def unchanged(self, snapshot: bytes | None) -> bool:
+        """Whether ``snapshot`` holds what the last parse was made from."""
+        return snapshot is not None and snapshot == self._taken
+
+    def taken(self, snapshot: bytes | None, config: Mapping[str, Any]) -> None:
+        """``config`` (parsed after ``snapshot`` was read) is in use."""
+        self._taken = snapshot
+        self._named = named_files(config, os.path.dirname(os.path.abspath(self.path)))
+
+
 def _named(config: Mapping[str, Any], section: str, item: str) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     entries = config.get(section) or []

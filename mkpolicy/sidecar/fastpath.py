@@ -17,7 +17,15 @@ from typing import TYPE_CHECKING
 
 from mkpolicy.jsonvalues import loads_kube
 from mkpolicy.sidecar.conn import HIGH_WATER
-from mkpolicy.sidecar.http1 import MAX_HEAD, HttpError, ResponseHead, parse_response_head
+from mkpolicy.sidecar.http1 import (
+    CHUNKED_MORE,
+    CHUNKED_NOT_PLAIN,
+    MAX_HEAD,
+    HttpError,
+    ResponseHead,
+    parse_response_head,
+    plain_chunked_end,
+)
 from mkpolicy.sidecar.listener import READ_TIMEOUT, Exchange
 from mkpolicy.sidecar.logs import fields
 from mkpolicy.sidecar.policies import Entry
@@ -66,7 +74,8 @@ class FastExchange:
         conn.on_event = self._event
         self.timer = conn.loop.call_later(READ_TIMEOUT, self._timeout)
         upstream = self.endpoint.upstream
-        conn.write(upstream.head(head.method, head.target, head.headers, reencoded=self.entry is not None))
+        out = upstream.head(head.method, head.target, head.headers, reencoded=self.entry is not None)
+        conn.write(out + exchange.body_now() if head.framing == "length" else out)
         if conn.eof:
             self._event()
 
@@ -104,12 +113,22 @@ class FastExchange:
             except HttpError:
                 self._hand_over()
                 return
-            if resp.status < 200 or resp.framing not in ("none", "length") or resp.length > FAST_BODY:
+            if resp.status < 200 or resp.framing == "close" or resp.length > FAST_BODY:
                 self._hand_over()
                 return
             self.resp = resp
-        total = end + 4 + resp.length
-        if len(buffer) < total:
+        start = end + 4
+        payload: list[bytes] | None = None
+        if resp.framing == "chunked":
+            # kube-apiserver chunks every answer over 2 KiB (Go net/http server.go, bufferBeforeChunkingSize)
+            payload = [] if self.entry is not None else None
+            total = plain_chunked_end(buffer, start, FAST_BODY, payload)
+            if total == CHUNKED_NOT_PLAIN or (total == CHUNKED_MORE and conn.eof):
+                self._hand_over()
+                return
+        else:
+            total = start + resp.length
+        if total < 0 or len(buffer) < total:
             if conn.eof:
                 self._hand_over()
             return
@@ -117,16 +136,17 @@ class FastExchange:
             self._stop()
             data = conn.take(total)
             head = client_head(resp)
-            self.exchange.send(data if head is resp.raw else head + data[end + 4 :])
+            self.exchange.send(data if head is resp.raw else head + data[start:])
             self._done(resp, "", resp.status)
         else:
-            self._transformed(resp, end + 4, total)
+            body = bytes(buffer[start:total]) if payload is None else b"".join(payload)
+            self._transformed(resp, body, total)
 
-    def _transformed(self, resp: ResponseHead, start: int, total: int) -> None:
-        """A policy kind's whole answer: rewritten here when nothing has to be waited for."""
+    def _transformed(self, resp: ResponseHead, body: bytes, total: int) -> None:
+        """A policy kind's whole answer (``body`` decoded from its framing, ``total`` bytes with the head):
+        rewritten here when nothing has to be waited for."""
         entry, endpoint, exchange, conn = self.entry, self.endpoint, self.exchange, self.conn
         assert entry is not None
-        body = bytes(conn.buffer[start:total])
         if resp.status >= 300:
             self._stop()
             conn.take(total)

@@ -16,7 +16,7 @@ import time
 from typing import TYPE_CHECKING
 
 from mkpolicy.sidecar.fastpath import FastExchange
-from mkpolicy.sidecar.http1 import HttpError, ResponseHead
+from mkpolicy.sidecar.http1 import HttpError, RequestHead, ResponseHead
 from mkpolicy.sidecar.listener import READ_TIMEOUT, ClientConnection, Exchange
 from mkpolicy.sidecar.paths import Target
 from mkpolicy.sidecar.relay import REPLAY_LIMIT, AnswerTooLarge, read_answer, send_request, splice
@@ -32,6 +32,9 @@ WATCH_RETRY_SECONDS = 5
 #: Methods sent again on a fresh connection when a reused one turns out closed (as Go's
 #: client does: the worker cannot have acted on them).
 _REPLAYABLE = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
+#: Request bodies up to this size, received with their head, are sent from callbacks (a
+#: Workload's create, a DELETE's options); larger ones are streamed by the coroutine.
+FAST_REQUEST_BODY = 64 * 1024
 
 
 class Forwarder:
@@ -49,18 +52,22 @@ class Forwarder:
     def fast(self, client: ClientConnection) -> bool:
         """Take a plain request from ``client``'s buffer and answer it from callbacks.
 
-        Plain: no request body, not a watch, routed (token accepted) to a pass-through or
-        to a transformed ``get``, and a kept-alive worker connection is ready. The answer
-        goes back from the worker connection's callback when it is whole in one go (a
-        head and a Content-Length body, as nearly every GET answer) and, for a policy
-        kind, when the endpoint can rewrite it without waiting; anything else is handed
-        to the connection's coroutine (:meth:`WorkerEndpoint.answer_request`), which
-        finishes the exchange as the slow path would. No task wakes up on the way: two
-        event-loop turns less per request. Declined requests keep their parsed head in
-        ``client.next_head``.
+        Plain: not a watch, routed (token accepted) to a pass-through or to a transformed
+        ``get`` of a kind whose manager objects are cached, no request body or (for a
+        pass-through write) a small one already received whole, and a kept-alive worker
+        connection is ready. The answer goes back from the worker connection's callback
+        when it is whole in one go (a head and a Content-Length or plain chunked body, as
+        nearly every answer) and, for a policy kind, when the endpoint can rewrite it
+        without waiting; anything else is handed to the connection's coroutine
+        (:meth:`WorkerEndpoint.answer_request`), which finishes the exchange as the slow
+        path would. No task wakes up on the way: two event-loop turns less per request.
+        Declined requests keep their parsed head in ``client.next_head``.
         """
         head = client.next_head  # parsed by the connection as its bytes came (llhttp)
-        if head is None or head.framing != "none" or "expect" in head.fields:
+        if head is None or "expect" in head.fields:
+            return False
+        body = head.framing != "none"
+        if body and not self._whole_body(client, head):
             return False
         endpoint = self.endpoint
         target = endpoint.target_of(head)
@@ -71,7 +78,9 @@ class Forwarder:
         except StatusError:
             return False
         client.authenticated()
-        if entry is not None and (target is None or target.verb != "get"):
+        if entry is not None and (target is None or target.verb != "get" or not endpoint.hub.caches(entry)):
+            return False  # (reads: direct: the manager's object is read by the coroutine)
+        if body and (entry is not None or target is None or endpoint.pending_create(target)):
             return False
         conn = self.upstream.take_idle()
         if conn is None:
@@ -83,6 +92,17 @@ class Forwarder:
         verb = target.verb if target is not None else "nonresource"
         FastExchange(endpoint, exchange, conn, path, verb, entry).start()
         return True
+
+    def _whole_body(self, client: ClientConnection, head: RequestHead) -> bool:
+        """Whether the request's body may go with it from callbacks: a small Content-Length body of a
+        method the worker may have acted on (never sent twice), all of it received, no request log."""
+        return (
+            head.framing == "length"
+            and head.method not in _REPLAYABLE
+            and head.length <= min(FAST_REQUEST_BODY, client.limits.max_body_bytes)
+            and len(client.buffer) >= head.length
+            and self.endpoint.hub.request_log is None
+        )
 
     # -- talking to the worker -------------------------------------------------------------------
     async def send(

@@ -427,6 +427,52 @@ class ChunkedScanner:
         return pos
 
 
+#: :func:`plain_chunked_end`: more bytes are needed; the body is not plain (llhttp must read it).
+CHUNKED_MORE, CHUNKED_NOT_PLAIN = -1, -2
+#: A plain chunk-size line: at most this many hex digits (a 4 GiB chunk), then CRLF.
+_SIZE_DIGITS = 8
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+
+
+def plain_chunked_end(buffer: bytes | bytearray, start: int, limit: int, out: list[bytes] | None = None) -> int:
+    """Where the chunked body that begins at ``buffer[start]`` ends, when it is plain and whole.
+
+    Plain: every chunk size is hex digits alone (no extension, no whitespace), every
+    chunk's data is followed by CRLF, the last chunk has no trailer fields, and the body
+    is at most ``limit`` bytes: what Go's ``net/http`` (kube-apiserver) writes. Such a
+    body is read here without llhttp and ends where :class:`ChunkedScanner` would end
+    it; ``out`` gets the chunks' data. :data:`CHUNKED_MORE` when the bytes so far are
+    the beginning of a plain body; :data:`CHUNKED_NOT_PLAIN` for anything else (which
+    :class:`ChunkedScanner` reads, and refuses when it is malformed).
+    """
+    size_all = len(buffer)
+    pos = start
+    while True:
+        eol = buffer.find(b"\r\n", pos, pos + _SIZE_DIGITS + 2)
+        if eol < 0:
+            partial = bytes(buffer[pos : pos + _SIZE_DIGITS + 2]).removesuffix(b"\r")
+            if len(partial) > _SIZE_DIGITS or not _HEX.issuperset(partial):
+                return CHUNKED_NOT_PLAIN
+            return CHUNKED_MORE
+        digits = buffer[pos:eol]
+        if not digits or not _HEX.issuperset(digits):
+            return CHUNKED_NOT_PLAIN
+        size = int(digits, 16)
+        data = eol + 2
+        end = data + size
+        if end + 2 - start > limit:
+            return CHUNKED_NOT_PLAIN
+        if size_all < end + 2:
+            return CHUNKED_MORE
+        if buffer[end : end + 2] != b"\r\n":
+            return CHUNKED_NOT_PLAIN  # trailer fields, or data longer than its size
+        if not size:
+            return end + 2
+        if out is not None:
+            out.append(bytes(buffer[data:end]))
+        pos = end + 2
+
+
 def dechunk(body: bytes) -> bytes:
     """The payload of a complete chunked body (HttpError when it is incomplete or malformed)."""
     scanner = ChunkedScanner()

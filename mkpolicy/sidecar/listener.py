@@ -87,6 +87,13 @@ class Exchange:
         """The request body has been read completely (or there is none)."""
         return self._scanner.done if self._scanner is not None else self._body_left == 0
 
+    def body_now(self) -> bytes:
+        """The whole Content-Length body, when the connection has received all of it (the fast path's)."""
+        assert self._scanner is None and len(self.conn.buffer) >= self._body_left and not self._continue
+        data = self.conn.take(self._body_left) if self._body_left else b""
+        self._body_left = 0
+        return data
+
     def _send_continue(self) -> None:
         if self._continue:
             self._continue = False
@@ -227,6 +234,8 @@ class ClientConnection(Connection):
         self.head_error: HttpError | None = None
         #: The coroutine waits for a request (the fast hook may take it).
         self.parked = False
+        #: The fast hook declined ``next_head`` already (the coroutine does not offer it again).
+        self.offered = False
         self.last_active = self.loop.time()
         #: When the request head being read must be whole (None: no head begun).
         self.head_deadline: float | None = self.last_active + self.limits.head_seconds
@@ -291,8 +300,10 @@ class ClientConnection(Connection):
             return  # the next request (pipelined) waits in the buffer
         if self.idle and self.exchange is None and self._scan() and self.head_error is None:
             fast = self.listener.fast
-            if self.parked and not self.listener.closing and fast is not None and fast(self):
-                return
+            if self.parked and not self.listener.closing and fast is not None and not self.offered:
+                if fast(self):
+                    return
+                self.offered = True
         self.wake()
 
     def fast_started(self, exchange: Exchange) -> None:
@@ -372,12 +383,13 @@ class ClientConnection(Connection):
                     return
                 head = self.next_head
                 assert head is not None
-                if listener.fast is not None and listener.fast(self):
+                if listener.fast is not None and not self.offered and listener.fast(self):
                     continue
                 head = self.next_head
                 if head is None:  # (the hook took it)
                     continue
                 self.next_head = None
+                self.offered = False
                 if head.framing == "length" and head.length > self.limits.max_body_bytes:
                     await self._refuse(HttpError(413, f"the request body exceeds {self.limits.max_body_bytes} bytes"))
                     return

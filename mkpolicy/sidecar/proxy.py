@@ -117,6 +117,9 @@ class Hub(Protocol):
     def cached_manager_object(self, entry: Entry, namespace: str | None, name: str) -> dict[str, Any] | None:
         """The manager's object if the watch cache has it (never waits; do not modify it); counts a hit."""
 
+    def caches(self, entry: Entry) -> bool:
+        """Whether the manager's objects of ``entry``'s kind are kept in a watch cache (``manager.reads: cache``)."""
+
     async def write_main_status(self, entry: Entry, worker: dict[str, Any], cluster: str) -> Written:
         """The policy's sync of ``worker`` written to the manager's main resource (a kind without a
         status subresource); StatusError 503 when the manager cannot be reached."""
@@ -181,7 +184,7 @@ class WorkerEndpoint:
         try:
             entry = self.route(head, target)
             exchange.conn.authenticated()
-            if target is not None and entry is None and self._pending_create(target):
+            if target is not None and entry is None and self.pending_create(target):
                 code = await self._create_unresolved(exchange, target)
             elif entry is None or target is None:
                 code = await self._passthrough(exchange, target, sent)
@@ -261,7 +264,7 @@ class WorkerEndpoint:
             return entry
         return None
 
-    def _pending_create(self, target: Target) -> bool:
+    def pending_create(self, target: Target) -> bool:
         """Whether a create may be of a pending policy's kind (its resource is not known yet)."""
         policies = self.hub.policies
         return (

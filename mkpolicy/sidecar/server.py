@@ -18,7 +18,7 @@ import aiohttp
 
 from mkpolicy.errors import MkpolicyError
 from mkpolicy.kube.client import ApiError, KubeClient, ResourceInfo
-from mkpolicy.kube.kubeconfig import dump_kubeconfig, load_kubeconfig, rest_config
+from mkpolicy.kube.kubeconfig import KubeconfigFiles, dump_kubeconfig, load_kubeconfig, rest_config
 from mkpolicy.kube.rest import RestConfig, in_cluster_config
 from mkpolicy.policy import GVK
 from mkpolicy.sidecar.cache import ManagerCache, read_object
@@ -180,6 +180,10 @@ class Sidecar:
         if obj is not None:
             cache.count_hit()
         return obj
+
+    def caches(self, entry: Entry) -> bool:
+        """Whether the manager's objects of ``entry``'s kind are kept in a watch cache (``manager.reads: cache``)."""
+        return entry.adapter.gvk in self._caches
 
     def worker_problem(self, cluster: str) -> str | None:
         """Why ``cluster``'s endpoint cannot serve, or None."""
@@ -381,10 +385,15 @@ class Sidecar:
         """Read the manager's kubeconfig (or the service account's CA) again every ``interval`` seconds
         and take up a change (a rotated CA, client certificate, server) from the next request on, as
         worker kubeconfigs are followed."""
+        path = self.config.manager.kubeconfig
+        files = KubeconfigFiles(path) if path is not None else None
         while True:
             await asyncio.sleep(interval)
+            snapshot = files.snapshot() if files is not None else None
+            if files is not None and files.unchanged(snapshot):
+                continue  # not a byte changed: nothing parsed
             try:
-                config = manager_rest_config(self.config)
+                config, data = manager_kubeconfig(self.config)
             except MkpolicyError as exc:
                 if self._manager_problem is None:
                     log.warning("manager kubeconfig unreadable; the last one is kept", extra=fields(error=exc.message))
@@ -400,6 +409,8 @@ class Sidecar:
                     continue
                 await self._reconfigure_reader(config)
                 log.info("manager kubeconfig changed; taken up", extra=fields(server=config.server))
+            if files is not None:
+                files.taken(snapshot, data)
 
     async def _reconfigure_reader(self, config: RestConfig) -> None:
         """The live reads follow the manager's new kubeconfig (through the API client when the pool cannot)."""
@@ -572,10 +583,16 @@ async def unwire_all(config: SidecarConfig, manager: RestConfig | None = None) -
 
 def manager_rest_config(config: SidecarConfig) -> RestConfig:
     """The manager connection: its kubeconfig file, or the pod's service account."""
+    return manager_kubeconfig(config)[0]
+
+
+def manager_kubeconfig(config: SidecarConfig) -> tuple[RestConfig, dict[str, Any]]:
+    """The manager connection and the kubeconfig it is made from (empty: the pod's service account)."""
     path = config.manager.kubeconfig
     if path is None:
-        return in_cluster_config()
+        return in_cluster_config(), {}
     data = load_kubeconfig(path)
-    return rest_config(
+    rest = rest_config(
         data, path, kueue_rules=False, base_dir=os.path.dirname(os.path.abspath(path)), context=config.manager.context
     )
+    return rest, data

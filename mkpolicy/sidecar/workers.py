@@ -32,7 +32,13 @@ from typing import Any
 import aiohttp
 
 from mkpolicy.kube.client import ApiError, Gone, KubeClient
-from mkpolicy.kube.kubeconfig import KUBECONFIG_SECRET_KEY, KubeconfigError, parse_kubeconfig, rest_config
+from mkpolicy.kube.kubeconfig import (
+    KUBECONFIG_SECRET_KEY,
+    KubeconfigError,
+    named_files,
+    parse_kubeconfig,
+    rest_config,
+)
 from mkpolicy.kube.rest import RestConfig, RestConfigError
 from mkpolicy.sidecar.config import Limits, Worker
 from mkpolicy.sidecar.logs import fields, plain_error
@@ -294,23 +300,18 @@ def _resource_version(obj: dict[str, Any]) -> str:
 
 
 def _named_files(raw: bytes, base_dir: str | None) -> list[bytes]:
-    """The contents of the client certificate and key files a kubeconfig names (their changes count too)."""
+    """The contents of the files a kubeconfig names (their changes count too)."""
     try:
         config = parse_kubeconfig(raw)
     except KubeconfigError:
         return []
     out: list[bytes] = []
-    for entry in config.get("users") or []:
-        user = entry.get("user") if isinstance(entry, dict) else None
-        for key in ("client-certificate", "client-key"):
-            path = user.get(key) if isinstance(user, dict) else None
-            if isinstance(path, str) and path:
-                full = path if os.path.isabs(path) or base_dir is None else os.path.join(base_dir, path)
-                try:
-                    with open(full, "rb") as fh:
-                        out.append(fh.read())
-                except OSError:
-                    out.append(b"<unreadable>")
+    for full in named_files(config, base_dir):
+        try:
+            with open(full, "rb") as fh:
+                out.append(fh.read())
+        except OSError:
+            out.append(b"<unreadable>")
     return out
 
 

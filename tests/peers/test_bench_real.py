@@ -3,10 +3,12 @@ per side, a few requests; every figure it reports is there and positive."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,6 +17,15 @@ from mkpolicy.testing.peers.fixtures import require_peers
 pytestmark = [pytest.mark.real_peers, pytest.mark.timeout(600)]
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def bench_module(name: str) -> Any:
+    """A module of bench/ (which imports its neighbours by name)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
 
 
 def test_real_peer_bench_runs_tiny(capsys: pytest.CaptureFixture[str]) -> None:
@@ -34,13 +45,26 @@ def test_real_peer_bench_runs_tiny(capsys: pytest.CaptureFixture[str]) -> None:
     assert r["reconciles"] > 0 and r["sidecar_requests"] > 0
     assert r["cpu_per_reconcile_ms"] > 0 and r["workers_per_core"] > 0 and r["cpu_pt_ms"] > 0
     # the table a user reads renders from these figures
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import sidecar_real
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
-    sidecar_real.report(r)
+    bench_module("sidecar_real").report(r)
     table = capsys.readouterr().out
     for row in ("pass-through GET p50", "transformed POST p99", "dispatch: admitted -> copy created mean",
                 "status: worker -> manager written mean", "per reconcile", "workers per sidecar core"):  # fmt: skip
         assert row in table
+
+
+def test_real_peer_bench_against_another_version_runs_tiny(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--real --against SRC``: this checkout's sidecar against SRC's (here the same checkout), every kind."""
+    require_peers()
+    argv = [sys.executable, str(ROOT / "bench" / "sidecar.py"), "--real", "--against", str(ROOT), "--requests", "5",
+            "--json"]  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=540, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    r = json.loads(proc.stdout)
+    kinds = ("workload_get", "missing_get", "metadata_get", "transformed_get", "create_delete",
+             "transformed_create_delete")  # fmt: skip
+    for kind in kinds:
+        assert r[kind]["this"] >= 0 and r[kind]["other"] >= 0, kind
+    assert r["against"] == str(ROOT) and r["requests"] == 5
+    bench_module("sidecar_versus").report(r)
+    table = capsys.readouterr().out
+    assert all(kind in table for kind in kinds)

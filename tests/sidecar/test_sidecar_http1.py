@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mkpolicy.sidecar.http1 import (
+    CHUNKED_MORE,
+    CHUNKED_NOT_PLAIN,
     LAST_CHUNK,
     ChunkedScanner,
     HttpError,
@@ -12,6 +14,7 @@ from mkpolicy.sidecar.http1 import (
     dechunk,
     parse_request_head,
     parse_response_head,
+    plain_chunked_end,
     response_head,
     without_hop_by_hop,
 )
@@ -210,6 +213,49 @@ def test_incomplete_chunked_body() -> None:
         ChunkedScanner().feed(b"1" * 70_000)
     with pytest.raises(HttpError):  # whitespace in a chunk size
         dechunk(b"5 \r\nhello\r\n0\r\n\r\n")
+
+
+#: Plain chunked bodies (as Go's net/http writes them): read without llhttp, ended where llhttp ends them.
+PLAIN = [
+    b"0\r\n\r\n",
+    chunk(b"x" * 2600) + LAST_CHUNK,
+    chunk(b"{") + chunk(b"\r\n\r\n") + chunk(b"}" * 17) + LAST_CHUNK,
+    b"00A\r\n0123456789\r\n000\r\n\r\n",  # leading zeros, upper-case digits
+]
+
+
+@pytest.mark.parametrize("body", PLAIN)
+def test_plain_chunked_bodies_end_where_llhttp_ends_them(body: bytes) -> None:
+    scanner, payload = ChunkedScanner(), []
+    assert scanner.feed(body + b"HTTP/1.1 200 OK\r\n", payload) == len(body)
+    out: list[bytes] = []
+    head = b"HTTP/1.1 200 OK\r\n\r\n"
+    assert plain_chunked_end(head + body + b"next", len(head), 1 << 20, out) == len(head) + len(body)
+    assert b"".join(out) == b"".join(payload)
+    for cut in range(len(body)):  # every beginning waits for more
+        assert plain_chunked_end(bytearray(head + body[:cut]), len(head), 1 << 20) == CHUNKED_MORE, cut
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"4;ext=1\r\nWiki\r\n0\r\n\r\n",  # an extension
+        b"0\r\nExpires: never\r\n\r\n",  # trailer fields
+        b"5 \r\nhello\r\n0\r\n\r\n",  # whitespace
+        b"0x5\r\nhello\r\n0\r\n\r\n",
+        b"+5\r\nhello\r\n0\r\n\r\n",
+        b"5_0\r\n",
+        b"\r\n",
+        b"5\r\nhelloX\r\n0\r\n\r\n",  # data longer than its size
+        b"5\nhello\r\n0\r\n\r\n",
+        b"111111111\r\n",  # more than 8 digits
+        b"zz",  # refused before its line ends
+        b"123456789",
+        chunk(b"x" * 100) + LAST_CHUNK,  # over the limit (100 here)
+    ],
+)
+def test_other_chunked_bodies_are_left_to_llhttp(body: bytes) -> None:
+    assert plain_chunked_end(body, 0, 100) == CHUNKED_NOT_PLAIN
 
 
 def test_a_chunked_request_body_read_whole() -> None:

@@ -314,9 +314,15 @@ def test_one_worker_unwirable_one_unreachable_the_other_serves(tmp_path: Path) -
         asyncio.run(scenario())
 
 
-def test_a_rotated_manager_kubeconfig_is_taken_up(tmp_path: Path) -> None:
-    """The manager's kubeconfig is followed as the workers' are: a rotated CA is used from the next read on."""
+def test_a_rotated_manager_kubeconfig_is_taken_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The manager's kubeconfig is followed as the workers' are: a rotated CA is used from the next read on;
+    while not a byte of it changes, it is not parsed again."""
     from mkpolicy.kube.certs import make_ca
+    from mkpolicy.sidecar import server
+
+    parses: list[str] = []
+    parse = server.manager_kubeconfig
+    monkeypatch.setattr(server, "manager_kubeconfig", lambda config: parses.append("") or parse(config))
 
     with clusters(tmp_path) as env:
         path = env.kubeconfigs["manager"]
@@ -339,6 +345,10 @@ def test_a_rotated_manager_kubeconfig_is_taken_up(tmp_path: Path) -> None:
                         return 200
 
                     assert await read() == 200
+                    await eventually(lambda: len(parses) >= 2)  # at start, and the first check of the follower
+                    seen = len(parses)
+                    await asyncio.sleep(10 * sidecar.config.reload.interval_seconds)
+                    assert len(parses) == seen  # nothing changed: nothing parsed
                     path.write_text(yaml.safe_dump(rotated))  # the manager's CA as the sidecar now sees it
                     await eventually(
                         lambda: sidecar._manager is not None and sidecar._manager.config.ca_pem == other_ca

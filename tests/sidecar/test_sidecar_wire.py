@@ -27,7 +27,7 @@ from mkpolicy.sidecar.contract import Contract
 from mkpolicy.sidecar.contract import build as build_contract
 from mkpolicy.sidecar.endpoints import Credentials, load_or_create
 from mkpolicy.sidecar.events import EventRecorder
-from mkpolicy.sidecar.http1 import ChunkedScanner, RequestHead, chunk, parse_request_head
+from mkpolicy.sidecar.http1 import LAST_CHUNK, ChunkedScanner, RequestHead, chunk, parse_request_head
 from mkpolicy.sidecar.kueueconfig import KueueInfo
 from mkpolicy.sidecar.listener import Exchange, Listener
 from mkpolicy.sidecar.metrics import Metrics
@@ -332,6 +332,71 @@ def test_chunked_answers_and_trailers_pass_as_they_came(fast: bool) -> None:
                 writer.write(w.get("/api/v1/pods"))
                 assert await read_response(reader) == raw
             assert w.worker.connections == 1
+
+    asyncio.run(scenario())
+
+
+def test_plain_chunked_answers_and_small_bodies_the_fast_way(fast: bool) -> None:
+    """kube-apiserver chunks every answer over 2 KiB, and Kueue's creates and deletes carry small bodies:
+    answered from callbacks when plain and whole, byte for byte as the coroutine relays them."""
+    chunked = answer(
+        "Content-Type: application/json", "Transfer-Encoding: chunked", body=chunk(b"x" * 3000) + LAST_CHUNK
+    )
+    extended = answer("Transfer-Encoding: chunked", body=b"3;ext=1\r\nabc\r\n0\r\n\r\n")
+    created = b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}"
+    options = b'{"propagationPolicy":"Background"}'
+    big = b'{"k":"' + b"v" * (64 * 1024) + b'"}'
+
+    async def script(request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if request.head.method != "GET":
+            writer.write(created)
+        elif request.head.target == "/api/v1/chunked":
+            for piece in (chunked[:200], chunked[200:2000], chunked[2000:]):  # the head, then the chunk in two
+                writer.write(piece)
+                await writer.drain()
+                await asyncio.sleep(0.01)
+        else:
+            writer.write(extended if request.head.target == "/api/v1/extended" else JSON_ANSWER)
+
+    async def scenario() -> None:
+        async with wire(script, fast=fast) as w:
+
+            def body(method: str, path: str, data: bytes) -> bytes:
+                return (
+                    w.get(path, "Content-Type: application/json", f"Content-Length: {len(data)}", method=method) + data
+                )
+
+            reader, writer = await w.connect()
+            writer.write(w.get("/api/v1/warm"))  # opens the worker connection
+            assert await read_response(reader) == JSON_ANSWER
+            for _ in range(2):
+                writer.write(w.get("/api/v1/chunked"))
+                assert await read_response(reader) == chunked
+            writer.write(w.get("/api/v1/extended"))
+            assert await read_response(reader) == extended
+            # a DELETE with its options and a GET pipelined after it, in one write
+            writer.write(body("DELETE", "/api/v1/namespaces/x/configmaps/c", options) + w.get("/api/v1/chunked"))
+            assert await read_response(reader) == created
+            assert await read_response(reader) == chunked
+            writer.write(body("POST", "/api/v1/namespaces/x/configmaps", big))  # over 64 KiB: streamed
+            assert await read_response(reader) == created
+            head = body("POST", "/api/v1/namespaces/x/configmaps", b"{}")
+            writer.write(head[:-2])  # the body after the head: the coroutine waits for it
+            await writer.drain()
+            await asyncio.sleep(0.05)
+            writer.write(head[-2:])
+            assert await read_response(reader) == created
+            bodies = [(r.head.method, r.body) for r in w.worker.requests if r.head.method != "GET"]
+            assert bodies == [("DELETE", options), ("POST", big), ("POST", b"{}")]
+            assert w.worker.connections == 1
+            assert w.metric("mkpolicy_sidecar_inflight_requests") == 0
+            if fast:
+                assert w.slow == [
+                    "/api/v1/warm",
+                    "/api/v1/extended",  # a chunk extension: llhttp reads it, in the coroutine
+                    "/api/v1/namespaces/x/configmaps",
+                    "/api/v1/namespaces/x/configmaps",
+                ]
 
     asyncio.run(scenario())
 
@@ -785,6 +850,9 @@ class PolicyHub(StubHub):
         if found is not None and count:
             self.hits += 1
         return found
+
+    def caches(self, entry: Any) -> bool:
+        return self.cached
 
     def inline(self, key: object, items: int = 1) -> bool:
         return self.evaluator.inline(key)
