@@ -178,11 +178,19 @@ def _format(seconds: float) -> str:
     return f"{minutes}m{secs:02d}s" if minutes else f"{seconds:.1f}s"
 
 
-def build(peer: Peer, *, log: Callable[[str], None] = print, progress_every: float = 30.0) -> Path:
+def build(
+    peer: Peer,
+    *,
+    log: Callable[[str], None] = print,
+    progress_every: float = 30.0,
+    stop: threading.Event | None = None,
+) -> Path:
     """``go build`` ``peer`` into the cache (written under a temporary name, then renamed); its path.
 
     ``go build -v`` names each package as it compiles it; every ``progress_every`` seconds
     the count so far is logged. On failure, :class:`PeerBuildError` quotes go's last lines.
+    Setting ``stop`` kills go (what it compiled stays in the Go build cache) and raises
+    :class:`PeerBuildError`.
     """
     go = go_binary()
     if go is None:
@@ -203,8 +211,14 @@ def build(peer: Peer, *, log: Callable[[str], None] = print, progress_every: flo
     done = threading.Event()
 
     def ticker() -> None:
-        while not done.wait(progress_every):
-            log(f"  {peer.key}: {compiled} packages compiled, {_format(time.monotonic() - start)}")
+        last = start
+        while not done.wait(0.2):
+            if stop is not None and stop.is_set():
+                proc.kill()
+                return
+            if time.monotonic() - last >= progress_every:
+                last = time.monotonic()
+                log(f"  {peer.key}: {compiled} packages compiled, {_format(last - start)}")
 
     thread = threading.Thread(target=ticker, daemon=True)
     thread.start()
@@ -223,6 +237,8 @@ def build(peer: Peer, *, log: Callable[[str], None] = print, progress_every: flo
         done.set()
     if code != 0:
         partial.unlink(missing_ok=True)
+        if stop is not None and stop.is_set():
+            raise PeerBuildError(f"the build of {peer.key} was stopped after {_format(time.monotonic() - start)}")
         quoted = "\n".join(f"  | {line}" for line in tail)
         raise PeerBuildError(f"go build of {peer.key} failed (exit {code}) in {module}; go's last lines:\n{quoted}")
     os.replace(partial, out)
@@ -230,20 +246,32 @@ def build(peer: Peer, *, log: Callable[[str], None] = print, progress_every: flo
     return out
 
 
-def ensure(peers: Sequence[Peer], *, log: Callable[[str], None] = print) -> dict[str, Path]:
+def ensure(
+    peers: Sequence[Peer],
+    *,
+    log: Callable[[str], None] = print,
+    locked: threading.Event | None = None,
+    stop: threading.Event | None = None,
+) -> dict[str, Path]:
     """Each of ``peers``' binary path (keyed by :attr:`Peer.key`), building what the cache lacks.
 
     Under the cache lock: a second process waits for the first one's build and reuses it.
+    ``locked`` is set once this call holds the lock or has nothing to build; ``stop`` ends a
+    build (see :func:`build`).
     """
     paths = {p.key: binary_path(p) for p in peers}
     if all(path.is_file() for path in paths.values()):
+        if locked is not None:
+            locked.set()
         return paths
     with build_lock():
+        if locked is not None:
+            locked.set()
         started = time.monotonic()
         built = 0
         for peer in peers:
             if not paths[peer.key].is_file():
-                build(peer, log=log)
+                build(peer, log=log, stop=stop)
                 built += 1
         if built:
             log(f"built {built} peer(s) in {_format(time.monotonic() - started)}; cache: {cache_dir()}")

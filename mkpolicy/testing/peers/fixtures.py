@@ -15,22 +15,26 @@
 With no Go toolchain the fixtures skip, saying so. With Go, nothing skips: a peer that
 cannot be built or started is an error quoting go's output or the peer's log.
 
-Missing binaries are built once collection is done, before any test runs, when a test
-marked ``real_peers`` is selected (a cold build takes far longer than a test's timeout):
-progress is shown on the terminal (under pytest-xdist a worker builds, silently: run
-``mkpolicy dev build-peers`` first to watch it); a failed build fails those tests, not the
-session. Tests marked ``real_peers`` run in one pytest-xdist worker.
+Missing binaries are built in the background from the moment pytest knows a test marked
+``real_peers`` is selected (by the pytest-xdist controller, or by pytest itself without
+xdist), while the other tests run: the real-peer tests are run last (with xdist their
+groups are dispatched last), and each waits for the build before its timeout starts (a
+cold build takes far longer than a test's timeout). Progress is shown on the terminal; a
+failed build fails those tests quoting go, not the session. Tests marked ``real_peers``
+of one Kueue version run in one pytest-xdist worker.
 """
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from mkpolicy.testing.peers import build
+from mkpolicy.testing.peers.background import BackgroundBuild
 from mkpolicy.testing.peers.controlplane import ControlPlane, KubeCluster
 from mkpolicy.testing.peers.multikueue import RealMultiKueue
 
@@ -43,47 +47,126 @@ def require_go() -> None:
         pytest.skip(NO_GO)
 
 
+GROUP_PREFIX = "real-peers"
+#: How long the xdist controller waits for its build to take the cache's lock before dispatching
+#: tests (so that it, not a worker, builds and shows progress); longer: another process builds.
+LOCK_WAIT = 5.0
+
 _BUILD_ERROR: list[build.PeerBuildError] = []
+_WAITED: list[bool] = []
+_BACKGROUND = pytest.StashKey[BackgroundBuild]()
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``--dist loadgroup``) the ``real_peers`` tests of one Kueue version run
-    in one worker, in order (they share that version's MultiKueue, and the wire-contract check
-    comes after the scenarios), and those of no version in another group: the groups' bring-ups
-    and waits overlap instead of queueing behind each other."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        if item.get_closest_marker("real_peers") is not None:
-            item.add_marker(pytest.mark.xdist_group(real_peers_group(item)))
+def is_real_peers(item: pytest.Item) -> bool:
+    """Whether ``item`` is marked ``real_peers``."""
+    return item.get_closest_marker("real_peers") is not None
+
+
+def is_real_peers_group(scope: str) -> bool:
+    """Whether an xdist scope (a group name, or the id of a test in no group) is a real-peer group."""
+    return scope.startswith(GROUP_PREFIX)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The ``real_peers`` tests run last, in their order (the build overlaps the others)."""
+    items[:] = sorted(items, key=is_real_peers)
 
 
 def real_peers_group(item: pytest.Item) -> str:
-    """The xdist group of a real-peer test: ``real-peers-<Kueue version>`` when it is parametrized
-    by one, else ``real-peers``."""
+    """The xdist group of a real-peer test: ``real-peers-kueue-<version>`` when it is parametrized
+    by one, else ``real-peers``. Under ``--dist loadgroup`` a group runs in one worker, in order
+    (the tests of a version share its MultiKueue, and the wire-contract check comes after the
+    scenarios); the groups' bring-ups and waits overlap instead of queueing behind each other."""
     callspec = getattr(item, "callspec", None)
     ident = callspec.id if callspec is not None else ""
     for version in build.KUEUE_VERSIONS:
         if f"kueue-{version}" in ident:
-            return f"real-peers-kueue-{version}"
-    return "real-peers"
+            return f"{GROUP_PREFIX}-kueue-{version}"
+    return GROUP_PREFIX
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """``--dist loadgroup`` with the real-peer groups (:func:`real_peers_group`) dispatched last (:mod:`.schedule`)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from mkpolicy.testing.peers.schedule import RealPeersLastScheduling
+
+    return RealPeersLastScheduling(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)  # an xdist worker: before it tells the controller it has collected
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Build the peers the selected ``real_peers`` tests need, outside any test's timeout."""
-    if build.go_binary() is None or not any(i.get_closest_marker("real_peers") for i in session.items):
+    """Without xdist (or with ``-n0``): start building once the selected tests are known. In an
+    xdist worker: tell the controller which tests are real-peer tests, in which group."""
+    peers = [item for item in session.items if is_real_peers(item)]
+    if hasattr(session.config, "workerinput"):
+        from mkpolicy.testing.peers.schedule import publish_groups
+
+        publish_groups(session.config, {item.nodeid: real_peers_group(item) for item in peers})
+    elif peers:
+        start_build(session.config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: Any, ids: Sequence[str]) -> None:
+    """The xdist controller starts building once a worker has collected a real-peer test (the
+    workers collect; the controller shows the progress)."""
+    from mkpolicy.testing.peers.schedule import load_groups
+
+    if load_groups(node):
+        start_build(node.config)
+
+
+def start_build(config: pytest.Config) -> None:
+    """Build the missing peers in the background (once per session; nothing without Go)."""
+    if build.go_binary() is None or _BACKGROUND in config.stash:
         return
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
 
     def show(line: str) -> None:
         if reporter is not None:
             reporter.write_line(f"[peers] {line}")
 
+    background = config.stash[_BACKGROUND] = BackgroundBuild(build.all_peers(), log=show)
+    background.start()
+    if not background.wait_until_locked(LOCK_WAIT):
+        show(f"waiting for another process's build (it holds {build.cache_dir() / '.lock'})")
+
+
+@pytest.hookimpl(tryfirst=True, wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
+    """A real-peer test first waits for the peers, outside its timeout (pytest-timeout's timer
+    starts inside this wrapper)."""
+    if is_real_peers(item):
+        await_peers(item.config)
+    return (yield)
+
+
+def await_peers(config: pytest.Config) -> None:
+    """Wait (once per process) for the peers: this process's background build, else (an xdist
+    worker, whose controller builds) :func:`.build.ensure`, which waits on the cache's lock and
+    builds only what is still missing. A failure is kept for :func:`require_peers`."""
+    if _WAITED or build.go_binary() is None:
+        return
+    _WAITED.append(True)
     try:
-        build.ensure(build.all_peers(), log=show)
+        if _BACKGROUND in config.stash:
+            config.stash[_BACKGROUND].result()
+        else:
+            build.ensure(build.all_peers(), log=_log)
     except build.PeerBuildError as exc:
-        show(exc.message)
         _BUILD_ERROR.append(exc)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A build no test waited for (e.g. ``-x`` stopped the run, or Ctrl-C) is stopped, not orphaned."""
+    background = session.config.stash.get(_BACKGROUND, None)
+    if background is not None and background.running:
+        background.stop()
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line("[peers] build stopped: no test waited for it (the Go build cache keeps its work)")
 
 
 def require_peers() -> None:

@@ -20,10 +20,11 @@ ROOT = Path(__file__).resolve().parents[3]
 TEST = "tests/testing/peers/test_controlplane.py::test_kube_apiserver_reports_its_release_version"
 
 
-def child_pytest(path: str, cache: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PATH": path, "MKPOLICY_PEERS_CACHE": str(cache)}
+def child_pytest(path: str, cache: Path, *args: str, cwd: Path = ROOT, **env: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PATH": path, "MKPOLICY_PEERS_CACHE": str(cache), **env}
     return subprocess.run([sys.executable, "-m", "pytest", "-o", "addopts=", "-p", "no:cacheprovider", "-rsE",
-                           TEST], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+                           *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
+                          check=False)  # fmt: skip
 
 
 def path_without_go() -> str:
@@ -31,22 +32,25 @@ def path_without_go() -> str:
 
 
 def test_without_go_the_real_peer_tests_skip_saying_why(tmp_path: Path) -> None:
-    proc = child_pytest(path_without_go(), tmp_path / "cache")
+    proc = child_pytest(path_without_go(), tmp_path / "cache", TEST)
     assert proc.returncode == 0, proc.stdout
     assert "1 skipped" in proc.stdout
     assert "no Go toolchain ('go' is not on PATH)" in proc.stdout
 
 
 @pytest.mark.timeout(300)
-def test_with_go_a_failed_build_fails_the_tests_quoting_go(tmp_path: Path) -> None:
+@pytest.mark.parametrize("xdist", [[], ["-n", "2", "--dist", "loadgroup"]], ids=["n0", "n2"])
+def test_with_go_a_failed_build_fails_the_tests_quoting_go(tmp_path: Path, xdist: list[str]) -> None:
     """A ``go`` that cannot build (here: one that fails as a broken toolchain or proxy would)."""
     if shutil.which("go") is None:
         pytest.skip("no Go toolchain ('go' is not on PATH)")
     fake = tmp_path / "bin" / "go"
     fake.parent.mkdir()
-    fake.write_text("#!/bin/sh\necho 'go: go.etcd.io/etcd/server/v3@v3.6.16: reading proxy: 403 Forbidden' >&2\nexit 1\n")
+    fake.write_text(
+        "#!/bin/sh\necho 'go: go.etcd.io/etcd/server/v3@v3.6.16: reading proxy: 403 Forbidden' >&2\nexit 1\n"
+    )
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
-    proc = child_pytest(f"{fake.parent}{os.pathsep}{path_without_go()}", tmp_path / "cache")
+    proc = child_pytest(f"{fake.parent}{os.pathsep}{path_without_go()}", tmp_path / "cache", *xdist, TEST)
     assert proc.returncode == 1, proc.stdout
     assert "1 error" in proc.stdout and "skipped" not in proc.stdout
     assert "go build of etcd-v3.6.16 failed (exit 1)" in proc.stdout
@@ -66,3 +70,125 @@ def test_real_peer_tests_are_grouped_by_kueue_version(callspec_id: str | None, g
     """Each Kueue version's tests share one xdist worker (and its MultiKueue), the rest another."""
     item = SimpleNamespace(callspec=SimpleNamespace(id=callspec_id)) if callspec_id is not None else SimpleNamespace()
     assert real_peers_group(cast(pytest.Item, item)) == group
+
+
+OVERLAP_TESTS = """\
+import os
+from pathlib import Path
+
+import pytest
+
+from mkpolicy.testing.peers import build
+from mkpolicy.testing.peers.fixtures import require_peers
+
+LOG = Path(os.environ["OVERLAP_LOG"])
+
+
+@pytest.mark.real_peers
+@pytest.mark.timeout(2)  # shorter than the build: waiting for it must not count
+def test_peers_are_there():
+    require_peers()
+    assert all(build.binary_path(peer).is_file() for peer in build.all_peers())
+    with LOG.open("a") as log:
+        log.write("peer test\\n")
+
+
+@pytest.mark.parametrize("n", range(4))
+def test_plain(n):
+    with LOG.open("a") as log:
+        log.write("plain test\\n")
+"""
+
+#: A ``go`` whose builds finish only once a test has run (so a build that held the tests back
+#: would fail after a minute), and take a second each.
+SLOW_GO = """\
+#!/bin/sh
+while [ $# -gt 0 ]; do [ "$1" = -o ] && out="$2"; shift; done
+i=0
+until grep -q "plain test" "$OVERLAP_LOG" 2>/dev/null; do
+  i=$((i + 1)); [ $i -gt 600 ] && { echo "no test ran during the build"; exit 1; }; sleep 0.1
+done
+sleep 1
+echo "built $(basename "$(dirname "$out")")" >> "$OVERLAP_LOG"
+touch "$out"
+"""
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("xdist", [[], ["-n", "2", "--dist", "loadgroup"]], ids=["n0", "n2"])
+def test_the_other_tests_run_during_the_build_and_the_real_peer_tests_after_it(
+    tmp_path: Path, xdist: list[str]
+) -> None:
+    """The build starts in the background; the real-peer test (first in its file) runs last and
+    waits for the build outside its 2 s timeout; the build's progress is on the terminal (with
+    xdist too: the controller builds)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pytest.ini").write_text("[pytest]\nmarkers =\n    real_peers: real peers\n")
+    (project / "conftest.py").write_text('pytest_plugins = ["mkpolicy.testing.peers.fixtures"]\n')
+    (project / "test_overlap.py").write_text(OVERLAP_TESTS)
+    fake = tmp_path / "bin" / "go"
+    fake.parent.mkdir()
+    fake.write_text(SLOW_GO)
+    fake.chmod(0o755)
+    log = tmp_path / "log.txt"
+    proc = child_pytest(f"{fake.parent}{os.pathsep}{path_without_go()}", tmp_path / "cache", *xdist,
+                        cwd=project, OVERLAP_LOG=str(log))  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "5 passed" in proc.stdout
+    assert "[peers] building etcd-v3.6.16: go build go.etcd.io/etcd/server/v3" in proc.stdout
+    assert "[peers] built 4 peer(s) in " in proc.stdout
+    lines = log.read_text().splitlines()
+    from mkpolicy.testing.peers import build
+
+    assert lines.count("plain test") == 4
+    assert [line for line in lines if line.startswith("built ")] == [f"built {peer.key}" for peer in build.all_peers()]
+    assert lines[-1] == "peer test"
+
+
+def test_real_peer_groups_are_dispatched_last() -> None:
+    """xdist's loadgroup sends the largest groups first; the real-peer groups (as the workers
+    published them) go after every other test, each to one worker."""
+    from mkpolicy.testing.peers.schedule import GROUPS, RealPeersLastScheduling
+
+    ids = [f"tests/test_x.py::test_{n}" for n in range(6)]
+    v19 = [f"tests/peers/test_p.py::test_{n}[kueue-v0.19.2]" for n in range(5)]
+    other = [f"tests/peers/test_q.py::test_{n}" for n in range(3)]
+    ids[1:1] = v19
+    ids += other
+    sent: dict[str, list[str]] = {"gw0": [], "gw1": []}
+
+    class Node:
+        def __init__(self, name: str) -> None:
+            self.name, self.shutting_down, self.gateway = name, False, SimpleNamespace(id=name)
+
+        def send_runtest_some(self, indexes: list[int]) -> None:
+            sent[self.name] += [ids[i] for i in indexes]
+
+        def shutdown(self) -> None:
+            self.shutting_down = True
+
+    config = SimpleNamespace(
+        option=SimpleNamespace(loadscopereorder=True), getvalue={"tx": ["2*popen"]}.get, stash=pytest.Stash()
+    )
+    config.stash[GROUPS] = {t: "real-peers-kueue-v0.19.2" for t in v19} | {t: "real-peers" for t in other}
+    scheduler = RealPeersLastScheduling(config)
+    nodes = [Node("gw0"), Node("gw1")]
+    for node in nodes:
+        scheduler.add_node(node)
+        scheduler.add_node_collection(node, ids)
+    scheduler.schedule()
+    # each worker completes what it was sent, in turn, until nothing is left
+    done = {"gw0": 0, "gw1": 0}
+    while any(done[n.name] < len(sent[n.name]) for n in nodes):
+        for node in nodes:
+            if done[node.name] < len(sent[node.name]):
+                scheduler.mark_test_complete(node, ids.index(sent[node.name][done[node.name]]))
+                done[node.name] += 1
+    assert sorted(sent["gw0"] + sent["gw1"]) == sorted(ids)
+    for group in (v19, other):  # a group in one worker, in order, after that worker's other tests
+        [tests] = [tests for tests in sent.values() if group[0] in tests]
+        assert tests[tests.index(group[0]) :][: len(group)] == group
+    for tests in sent.values():
+        plain = [i for i, t in enumerate(tests) if t.startswith("tests/test_x.py")]
+        assert plain == list(range(len(plain)))
