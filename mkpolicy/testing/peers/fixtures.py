@@ -67,6 +67,7 @@ def is_real_peers_group(scope: str) -> bool:
     return scope.startswith(GROUP_PREFIX)
 
 
+@pytest.hookimpl(trylast=True)  # after pytest orders the tests by their parametrized fixtures
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The ``real_peers`` tests run last, in their order (the build overlaps the others)."""
     items[:] = sorted(items, key=is_real_peers)
