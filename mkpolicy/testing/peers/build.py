@@ -161,12 +161,19 @@ def known_kueue_versions() -> list[str]:
 
 
 @contextlib.contextmanager
-def build_lock() -> Iterator[None]:
-    """An exclusive lock on the cache folder (flock: released when the process dies)."""
+def build_lock(stop: threading.Event | None = None) -> Iterator[None]:
+    """An exclusive lock on the cache folder (flock: released when the process dies). Setting
+    ``stop`` while another process holds it gives up waiting (:class:`PeerBuildError`)."""
     root = cache_dir()
     root.mkdir(parents=True, exist_ok=True)
     with open(root / ".lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX if stop is None else fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if stop is not None and stop.wait(0.5):
+                    raise PeerBuildError(f"stopped waiting for another process's build ({root / '.lock'})") from None
         try:
             yield
         finally:
@@ -264,7 +271,7 @@ def ensure(
         if locked is not None:
             locked.set()
         return paths
-    with build_lock():
+    with build_lock(stop):
         if locked is not None:
             locked.set()
         started = time.monotonic()

@@ -199,3 +199,15 @@ def test_a_background_build_that_fails_raises_when_its_result_is_asked(
     background.start()
     with pytest.raises(build.PeerBuildError, match="403 Forbidden"):
         background.result()
+
+
+def test_stop_ends_a_wait_for_another_process_build(tmp_path: Path, cache: Path) -> None:
+    """Stopping a build that waits on the cache's lock (another process builds) returns at once."""
+    with build.build_lock():  # another holder: flock locks per open file, so this blocks the build
+        background = BackgroundBuild([tiny(tmp_path)], log=lambda _: None)
+        background.start()
+        assert not background.wait_until_locked(0.3)
+        background.stop()
+        assert not background.running
+        with pytest.raises(build.PeerBuildError, match="stopped waiting for another process's build"):
+            background.result()

@@ -192,3 +192,26 @@ def test_real_peer_groups_are_dispatched_last() -> None:
     for tests in sent.values():
         plain = [i for i, t in enumerate(tests) if t.startswith("tests/test_x.py")]
         assert plain == list(range(len(plain)))
+
+
+@pytest.mark.timeout(300)
+def test_a_build_no_test_waited_for_is_stopped_with_the_session(tmp_path: Path) -> None:
+    """``-x`` ends the run at the first failure, before the real-peer test: go is killed, not orphaned."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pytest.ini").write_text("[pytest]\nmarkers =\n    real_peers: real peers\n")
+    (project / "conftest.py").write_text('pytest_plugins = ["mkpolicy.testing.peers.fixtures"]\n')
+    (project / "test_stop.py").write_text(
+        "import pytest\n\n\n@pytest.mark.real_peers\ndef test_peer():\n    pass\n\n\ndef test_fails():\n    assert False\n"
+    )
+    pidfile = tmp_path / "go.pid"
+    fake = tmp_path / "bin" / "go"
+    fake.parent.mkdir()
+    fake.write_text(f"#!/bin/sh\necho $$ > {pidfile}\nexec sleep 600\n")
+    fake.chmod(0o755)
+    proc = child_pytest(f"{fake.parent}{os.pathsep}{path_without_go()}", tmp_path / "cache", "-x", cwd=project)
+    assert proc.returncode == 1, proc.stdout
+    assert "1 failed" in proc.stdout and "passed" not in proc.stdout
+    assert "[peers] build stopped: no test waited for it" in proc.stdout
+    pid = int(pidfile.read_text())
+    assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
