@@ -44,6 +44,11 @@ class BackgroundBuild:
         nothing to build). False: another process holds the lock (its build is the one awaited)."""
         return self._locked.wait(timeout)
 
+    def wait(self, timeout: float) -> bool:
+        """Whether the build is done, waiting at most ``timeout`` seconds for it."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
     @property
     def running(self) -> bool:
         """Whether the build is still going."""

@@ -27,6 +27,7 @@ of one Kueue version run in one pytest-xdist worker.
 from __future__ import annotations
 
 import shutil
+import threading
 from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,7 @@ LOCK_WAIT = 5.0
 _BUILD_ERROR: list[build.PeerBuildError] = []
 _WAITED: list[bool] = []
 _BACKGROUND = pytest.StashKey[BackgroundBuild]()
+_PROGRESS = pytest.StashKey["BuildProgress"]()
 
 
 def is_real_peers(item: pytest.Item) -> bool:
@@ -106,7 +108,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
         publish_groups(session.config, {item.nodeid: real_peers_group(item) for item in peers})
     elif peers:
-        start_build(session.config)
+        start_build(session.config, queued=True)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -116,32 +118,64 @@ def pytest_xdist_node_collection_finished(node: Any, ids: Sequence[str]) -> None
     from mkpolicy.testing.peers.schedule import load_groups
 
     if load_groups(node):
-        start_build(node.config)
+        start_build(node.config, queued=False)
 
 
-def start_build(config: pytest.Config) -> None:
+class BuildProgress:
+    """The build's ``[peers]`` lines on pytest's terminal. Without xdist a line written while a test
+    runs would land in that test's captured output (pytest captures the process's stdout), so
+    lines are queued there and the main thread writes them between tests and while it waits
+    for the build (:meth:`flush`); the xdist controller runs no test and writes them at once."""
+
+    def __init__(self, config: pytest.Config, *, queued: bool) -> None:
+        self._reporter = config.pluginmanager.get_plugin("terminalreporter")
+        self._queued = queued
+        self._lines: list[str] = []
+        self._lock = threading.Lock()
+
+    def log(self, line: str) -> None:
+        """Show ``line`` (now, or at the next :meth:`flush`)."""
+        if not self._queued:
+            self._write(line)
+            return
+        with self._lock:
+            self._lines.append(line)
+
+    def flush(self) -> None:
+        """Write the queued lines (from the main thread, outside any test)."""
+        with self._lock:
+            lines, self._lines = self._lines, []
+        for line in lines:
+            self._write(line)
+
+    def _write(self, line: str) -> None:
+        if self._reporter is not None:
+            self._reporter.write_line(f"[peers] {line}")
+
+
+def start_build(config: pytest.Config, *, queued: bool) -> None:
     """Build the missing peers in the background (once per session; nothing without Go)."""
     if build.go_binary() is None or _BACKGROUND in config.stash:
         return
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-
-    def show(line: str) -> None:
-        if reporter is not None:
-            reporter.write_line(f"[peers] {line}")
-
-    background = config.stash[_BACKGROUND] = BackgroundBuild(build.all_peers(), log=show)
+    progress = config.stash[_PROGRESS] = BuildProgress(config, queued=queued)
+    background = config.stash[_BACKGROUND] = BackgroundBuild(build.all_peers(), log=progress.log)
     background.start()
     if not background.wait_until_locked(LOCK_WAIT):
-        show(f"waiting for another process's build (it holds {build.cache_dir() / '.lock'})")
+        progress.log(f"waiting for another process's build (it holds {build.cache_dir() / '.lock'})")
+    progress.flush()
 
 
 @pytest.hookimpl(tryfirst=True, wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
     """A real-peer test first waits for the peers, outside its timeout (pytest-timeout's timer
-    starts inside this wrapper)."""
+    starts inside this wrapper); after each test, the build's queued progress lines are shown."""
     if is_real_peers(item):
         await_peers(item.config)
-    return (yield)
+    try:
+        return (yield)
+    finally:
+        if _PROGRESS in item.config.stash:
+            item.config.stash[_PROGRESS].flush()
 
 
 def await_peers(config: pytest.Config) -> None:
@@ -153,7 +187,11 @@ def await_peers(config: pytest.Config) -> None:
     _WAITED.append(True)
     try:
         if _BACKGROUND in config.stash:
-            config.stash[_BACKGROUND].result()
+            background, progress = config.stash[_BACKGROUND], config.stash[_PROGRESS]
+            while not background.wait(1.0):
+                progress.flush()
+            progress.flush()
+            background.result()
         else:
             build.ensure(build.all_peers(), log=_log)
     except build.PeerBuildError as exc:
@@ -163,11 +201,13 @@ def await_peers(config: pytest.Config) -> None:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """A build no test waited for (e.g. ``-x`` stopped the run, or Ctrl-C) is stopped, not orphaned."""
     background = session.config.stash.get(_BACKGROUND, None)
-    if background is not None and background.running:
+    if background is None:
+        return
+    progress = session.config.stash[_PROGRESS]
+    if background.running:
         background.stop()
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.write_line("[peers] build stopped: no test waited for it (the Go build cache keeps its work)")
+        progress.log("build stopped: no test waited for it (the Go build cache keeps its work)")
+    progress.flush()
 
 
 def require_peers() -> None:

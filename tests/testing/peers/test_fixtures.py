@@ -14,6 +14,7 @@ from typing import cast
 
 import pytest
 
+from mkpolicy.testing.peers import build
 from mkpolicy.testing.peers.fixtures import real_peers_group
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -72,6 +73,21 @@ def test_real_peer_tests_are_grouped_by_kueue_version(callspec_id: str | None, g
     assert real_peers_group(cast(pytest.Item, item)) == group
 
 
+def plugin_project(tmp_path: Path, tests: str, go: str) -> tuple[Path, str]:
+    """A pytest project using the real-peer plugin with ``tests`` in ``test_it.py``, and a PATH
+    whose ``go`` is the script ``go``."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pytest.ini").write_text("[pytest]\nmarkers =\n    real_peers: real peers\n")
+    (project / "conftest.py").write_text('pytest_plugins = ["mkpolicy.testing.peers.fixtures"]\n')
+    (project / "test_it.py").write_text(tests)
+    fake = tmp_path / "bin" / "go"
+    fake.parent.mkdir()
+    fake.write_text(go)
+    fake.chmod(0o755)
+    return project, f"{fake.parent}{os.pathsep}{path_without_go()}"
+
+
 OVERLAP_TESTS = """\
 import os
 from pathlib import Path
@@ -122,25 +138,14 @@ def test_the_other_tests_run_during_the_build_and_the_real_peer_tests_after_it(
     """The build starts in the background; the real-peer test (first in its file) runs last and
     waits for the build outside its 2 s timeout; the build's progress is on the terminal (with
     xdist too: the controller builds)."""
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / "pytest.ini").write_text("[pytest]\nmarkers =\n    real_peers: real peers\n")
-    (project / "conftest.py").write_text('pytest_plugins = ["mkpolicy.testing.peers.fixtures"]\n')
-    (project / "test_overlap.py").write_text(OVERLAP_TESTS)
-    fake = tmp_path / "bin" / "go"
-    fake.parent.mkdir()
-    fake.write_text(SLOW_GO)
-    fake.chmod(0o755)
+    project, path = plugin_project(tmp_path, OVERLAP_TESTS, SLOW_GO)
     log = tmp_path / "log.txt"
-    proc = child_pytest(f"{fake.parent}{os.pathsep}{path_without_go()}", tmp_path / "cache", *xdist,
-                        cwd=project, OVERLAP_LOG=str(log))  # fmt: skip
+    proc = child_pytest(path, tmp_path / "cache", *xdist, cwd=project, OVERLAP_LOG=str(log))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "5 passed" in proc.stdout
     assert "[peers] building etcd-v3.6.16: go build go.etcd.io/etcd/server/v3" in proc.stdout
     assert "[peers] built 4 peer(s) in " in proc.stdout
     lines = log.read_text().splitlines()
-    from mkpolicy.testing.peers import build
-
     assert lines.count("plain test") == 4
     assert [line for line in lines if line.startswith("built ")] == [f"built {peer.key}" for peer in build.all_peers()]
     assert lines[-1] == "peer test"
@@ -197,19 +202,10 @@ def test_real_peer_groups_are_dispatched_last() -> None:
 @pytest.mark.timeout(300)
 def test_a_build_no_test_waited_for_is_stopped_with_the_session(tmp_path: Path) -> None:
     """``-x`` ends the run at the first failure, before the real-peer test: go is killed, not orphaned."""
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / "pytest.ini").write_text("[pytest]\nmarkers =\n    real_peers: real peers\n")
-    (project / "conftest.py").write_text('pytest_plugins = ["mkpolicy.testing.peers.fixtures"]\n')
-    (project / "test_stop.py").write_text(
-        "import pytest\n\n\n@pytest.mark.real_peers\ndef test_peer():\n    pass\n\n\ndef test_fails():\n    assert False\n"
-    )
     pidfile = tmp_path / "go.pid"
-    fake = tmp_path / "bin" / "go"
-    fake.parent.mkdir()
-    fake.write_text(f"#!/bin/sh\necho $$ > {pidfile}\nexec sleep 600\n")
-    fake.chmod(0o755)
-    proc = child_pytest(f"{fake.parent}{os.pathsep}{path_without_go()}", tmp_path / "cache", "-x", cwd=project)
+    tests = "import pytest\n\n\n@pytest.mark.real_peers\ndef test_peer():\n    pass\n\n\ndef test_fails():\n    assert False\n"
+    project, path = plugin_project(tmp_path, tests, f"#!/bin/sh\necho $$ > {pidfile}\nexec sleep 600\n")
+    proc = child_pytest(path, tmp_path / "cache", "-x", cwd=project)
     assert proc.returncode == 1, proc.stdout
     assert "1 failed" in proc.stdout and "passed" not in proc.stdout
     assert "[peers] build stopped: no test waited for it" in proc.stdout
