@@ -19,26 +19,16 @@ from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
 from mkpolicy.jsonlogs import fields, plain_error
-from mkpolicy.kube.client import Gone, KubeClient, ResourceInfo
+from mkpolicy.kube.client import KubeClient, ResourceInfo
+from mkpolicy.kube.listwatch import Key, keep_listing_and_watching, key_of, list_paged
 
 log = logging.getLogger("mkpolicy.controller.informer")
 
-Key = tuple[str, str]
 Handler = Callable[[dict[str, Any] | None, dict[str, Any] | None], None]
 #: An object's index value (None: not indexed).
 IndexFunc = Callable[[dict[str, Any]], Hashable | None]
-#: Objects per page when listing.
-PAGE = 500
-#: Retry delays after errors (seconds): exponential up to the last value.
-BACKOFF = (0.2, 0.5, 1.0, 2.0, 5.0)
 #: Seconds a watch asks to last (the server ends it, the informer opens the next).
 WATCH_SECONDS = 300
-
-
-def key_of(obj: dict[str, Any]) -> Key:
-    """``(namespace, name)``."""
-    meta = obj.get("metadata") or {}
-    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
 
 class Informer:
@@ -113,42 +103,18 @@ class Informer:
                 await task
 
     async def _run(self) -> None:
-        failures = 0
-        while True:
-            try:
-                await self._list()
-                failures = 0
-                while True:
-                    await self._watch()
-            except asyncio.CancelledError:
-                raise
-            except Gone:
-                log.info("watch expired; relisting", extra=fields(resource=self.info.resource))
-            except Exception as exc:  # keep the cache alive whatever the server does
-                delay = BACKOFF[min(failures, len(BACKOFF) - 1)]
-                failures += 1
-                log.warning(
-                    "watch failed; retrying",
-                    extra=fields(resource=self.info.resource, error=plain_error(exc), retry_in=delay),
-                )
-                await asyncio.sleep(delay)
+        await keep_listing_and_watching(self._list, self._watch, log=log, what="informer", resource=self.info.resource)
 
     async def _list(self) -> None:
         seen: dict[Key, dict[str, Any]] = {}
-        params = {"limit": str(PAGE)}
-        while True:
-            page = await self.client.get(self.info.path(), params)
-            for item in page.get("items") or []:
-                item.setdefault("apiVersion", self.info.api_version)
-                item.setdefault("kind", self.info.kind)
-                item = compact(item)
-                seen[key_of(item)] = item
-            meta = page.get("metadata") or {}
-            token = meta.get("continue")
-            if not token:
-                self._version = str(meta.get("resourceVersion") or "")
-                break
-            params = {"limit": str(PAGE), "continue": str(token)}
+
+        def keep(item: dict[str, Any]) -> None:
+            item.setdefault("apiVersion", self.info.api_version)
+            item.setdefault("kind", self.info.kind)
+            item = compact(item)
+            seen[key_of(item)] = item
+
+        self._version = await list_paged(self.client, self.info.path(), keep)
         old_objects = self._objects
         self._objects, self._index = {}, {}
         for key, obj in seen.items():

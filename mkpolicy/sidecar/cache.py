@@ -16,25 +16,14 @@ import random
 from collections import OrderedDict
 from typing import Any
 
-from mkpolicy.kube.client import ApiError, Gone, KubeClient, ResourceInfo
-from mkpolicy.sidecar.logs import fields, plain_error
+from mkpolicy.kube.client import ApiError, KubeClient, ResourceInfo
+from mkpolicy.kube.listwatch import Key, keep_listing_and_watching, key_of, list_paged
 from mkpolicy.sidecar.metrics import Metrics
 
 log = logging.getLogger("mkpolicy.sidecar.cache")
 
-Key = tuple[str, str]
-
-#: Objects per page when listing.
-PAGE = 500
 #: How many objects are kept parsed besides their JSON bytes.
 PARSED = 256
-#: Retry delays after errors (seconds): exponential up to the last value.
-BACKOFF = (0.2, 0.5, 1.0, 2.0, 5.0)
-
-
-def _key(obj: dict[str, Any]) -> Key:
-    meta = obj.get("metadata") or {}
-    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
 
 def _compact(obj: dict[str, Any]) -> bytes:
@@ -118,45 +107,20 @@ class ManagerCache:
                 metric.remove(self.policy)
 
     async def _run(self) -> None:
-        failures = 0
-        while True:
-            try:
-                await self._list()
-                failures = 0
-                while True:
-                    await self._watch()
-            except asyncio.CancelledError:
-                raise
-            except Gone:
-                log.info("manager watch expired; relisting", extra=fields(policy=self.policy))
-                continue
-            except Exception as exc:  # keep the cache alive whatever the manager does
-                delay = BACKOFF[min(failures, len(BACKOFF) - 1)]
-                failures += 1
-                log.warning(
-                    "manager cache error; retrying",
-                    extra=fields(policy=self.policy, error=plain_error(exc), retry_in=delay),
-                )
-                await asyncio.sleep(delay)
+        await keep_listing_and_watching(self._list, self._watch, log=log, what="manager cache", policy=self.policy)
 
     async def _list(self) -> None:
         """A full list, in pages (the transient memory of one huge list would stay with the process)."""
         self.metrics.cache_relists.labels(self.policy).inc()
         objects: dict[Key, bytes] = {}
-        params = {"limit": str(PAGE)}
-        while True:
-            doc = await self.client.get(self.info.path(), params)
-            for item in doc.get("items") or []:
-                if isinstance(item, dict):
-                    objects[_key(item)] = _compact(item)
-            meta = doc.get("metadata") or {}
-            token = meta.get("continue")
-            if not token:
-                break
-            params = {"limit": str(PAGE), "continue": str(token)}
+
+        def keep(item: dict[str, Any]) -> None:
+            objects[key_of(item)] = _compact(item)
+
+        version = await list_paged(self.client, self.info.path(), keep)
         self._objects = objects
         self._parsed.clear()
-        self._resource_version = str(meta.get("resourceVersion") or "")
+        self._resource_version = version
         self.metrics.cache_synced.labels(self.policy).set(1)
         self.synced.set()
 
@@ -170,8 +134,8 @@ class ManagerCache:
                 continue
             rv = (obj.get("metadata") or {}).get("resourceVersion")
             if kind in ("ADDED", "MODIFIED"):
-                self._objects[_key(obj)] = _compact(obj)
+                self._objects[key_of(obj)] = _compact(obj)
             elif kind == "DELETED":
-                self._objects.pop(_key(obj), None)
+                self._objects.pop(key_of(obj), None)
             if rv:
                 self._resource_version = str(rv)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import mkpolicy
+from mkpolicy.jsonvalues import apply_merge_patch
 from mkpolicy.kube.client import KubeClient, ResourceInfo
 from mkpolicy.kube.kubeconfig import rest_config
 from mkpolicy.sidecar import Sidecar, SidecarConfig, config_from_dict
@@ -47,6 +48,7 @@ POLICIES = ROOT / "policies"
 DATA = Path(__file__).parent / "data"
 PIPELINERUNS = ResourceInfo("tekton.dev", "v1", "PipelineRun", "pipelineruns", True)
 WORKERS = ("worker1", "worker2")
+WORKLOAD = ("kueue.x-k8s.io/v1beta2", "Workload")
 #: Kueue's remote Workloads (v1beta2: Kueue >= 0.15); a LIST of them is Kueue's GC, a request the
 #: wire contract allows (the tests' probe of a worker through the sidecar).
 WORKLOADS = "/apis/kueue.x-k8s.io/v1beta2/workloads"
@@ -258,6 +260,57 @@ def strip_server_fields(obj: dict[str, Any]) -> dict[str, Any]:
 def adapter_for(path: Path) -> mkpolicy.Adapter:
     """The compiled policy in ``path`` (the engine's view, to compare with the wire)."""
     return mkpolicy.compile(mkpolicy.load(str(path))[0])
+
+
+class PolicyChecks:
+    """What a policy says, to compare the wire with: the kind ``gvk`` (apiVersion, kind) under the
+    policy in ``policy``, on MultiKueue ``mk`` driven by Kueue's model ``model``."""
+
+    def __init__(self, mk: MultiKueueEnv, model: Kueue, policy: Path, gvk: tuple[str, str]) -> None:
+        self.mk = mk
+        self.model = model
+        self.adapter = adapter_for(policy)
+        self.gvk = gvk
+        self.ns = mk.namespace
+
+    def ctx(self, workload: str, cluster: str) -> mkpolicy.Context:
+        return mkpolicy.Context(workload, "multikueue", cluster, None, self.model.identifier)
+
+    async def copy_created(self, name: str, workload: str, cluster: str) -> dict[str, Any]:
+        """The worker's copy appears and is exactly the policy's ``create`` of the manager's object."""
+        worker = self.mk.workers[cluster]
+        await self.model.wait_for(lambda: worker.list(*self.gvk, namespace=self.ns), what=f"a copy on {cluster}")
+        copy = worker.get(*self.gvk, name, self.ns)
+        expected = self.adapter.create(self.mk.manager.get(*self.gvk, name, self.ns), self.ctx(workload, cluster))
+        assert strip_server_fields(copy) == expected
+        assert "managedBy" not in copy["spec"]
+        return copy
+
+    async def synced(self, name: str, remote: dict[str, Any], workload: str, cluster: str, what: str) -> dict[str, Any]:
+        """The manager's object ends with the policy's sync of ``remote``; its status."""
+
+        def done() -> bool:
+            manager_obj = self.mk.manager.get(*self.gvk, name, self.ns)
+            patch = self.adapter.sync(manager_obj, remote, self.ctx(workload, cluster))
+            return patch is None or apply_merge_patch(manager_obj, patch) == manager_obj
+
+        await self.model.wait_for(done, what=f"{what} written back from {cluster}")
+        status: dict[str, Any] = self.mk.manager.get(*self.gvk, name, self.ns)["status"]
+        return status
+
+    async def nothing_left(self, cluster: str, *, gc: bool = False) -> None:
+        """No copy and no remote Workload on ``cluster`` (after GC, remote Workloads may wait for
+        the worker's Kueue to release their finalizer: Kueue's GC only deletes them)."""
+        worker = self.mk.workers[cluster]
+        await self.model.wait_for(
+            lambda: not worker.list(*self.gvk, namespace=self.ns), what=f"no copy left on {cluster}"
+        )
+        await self.model.wait_for(
+            lambda: all(
+                gc and w["metadata"].get("deletionTimestamp") for w in worker.list(*WORKLOAD, namespace=self.ns)
+            ),
+            what=f"no remote workload left on {cluster}",
+        )
 
 
 def metric(sidecar: Sidecar, name: str, **labels: str) -> float:

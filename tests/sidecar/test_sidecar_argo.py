@@ -27,7 +27,6 @@ from argo_harness import (
     INSTANCE_ID,
     MARKER,
     WF,
-    WL,
     argo_clusters,
     argo_crds,
     argo_status,
@@ -35,18 +34,15 @@ from argo_harness import (
 )
 from sidecar_harness import (
     Clusters,
-    adapter_for,
+    PolicyChecks,
     client,
     kueue,
     metric,
     multikueue,
     policy_dir,
     running,
-    strip_server_fields,
 )
 
-import mkpolicy
-from mkpolicy.jsonvalues import apply_merge_patch
 from mkpolicy.sidecar import Sidecar
 from mkpolicy.testing.kueue import Kueue
 from mkpolicy.testing.kueue.env import MultiKueueEnv
@@ -65,26 +61,15 @@ async def on_the_wire(
         yield mk, sidecar, model, ArgoChecks(mk, model)
 
 
-class ArgoChecks:
-    """What the policy says, to compare the wire with."""
+class ArgoChecks(PolicyChecks):
+    """What the Argo policy says, to compare the wire with."""
 
     def __init__(self, mk: MultiKueueEnv, model: Kueue) -> None:
-        self.mk = mk
-        self.model = model
-        self.adapter = adapter_for(ARGO)
-        self.ns = mk.namespace
-
-    def ctx(self, workload: str, cluster: str) -> mkpolicy.Context:
-        return mkpolicy.Context(workload, "multikueue", cluster, None, self.model.identifier)
+        super().__init__(mk, model, ARGO, WF)
 
     async def copy_created(self, name: str, workload: str, cluster: str) -> dict[str, Any]:
         """The worker's copy is the policy's ``create``: no managedBy, no marker, no manager-only instance id."""
-        worker = self.mk.workers[cluster]
-        await self.model.wait_for(lambda: worker.list(*WF, namespace=self.ns), what=f"a copy on {cluster}")
-        copy = worker.get(*WF, name, self.ns)
-        expected = self.adapter.create(self.mk.manager.get(*WF, name, self.ns), self.ctx(workload, cluster))
-        assert strip_server_fields(copy) == expected
-        assert "managedBy" not in copy["spec"]
+        copy = await super().copy_created(name, workload, cluster)
         labels = copy["metadata"]["labels"]
         assert not set(labels) & {*MARKER, *INSTANCE_ID}, labels
         return copy
@@ -113,24 +98,9 @@ class ArgoChecks:
     async def status_written(self, name: str, workload: str, cluster: str, step: str) -> None:
         """Argo writes ``step`` on the worker; the manager's main resource ends with the policy's sync."""
         remote = self.play_argo(cluster, name, step)
-
-        def synced() -> bool:
-            manager_obj = self.mk.manager.get(*WF, name, self.ns)
-            patch = self.adapter.sync(manager_obj, remote, self.ctx(workload, cluster))
-            return patch is None or apply_merge_patch(manager_obj, patch) == manager_obj
-
-        await self.model.wait_for(synced, what=f"status {step} written back from {cluster}")
-        status = self.mk.manager.get(*WF, name, self.ns)["status"]
+        status = await self.synced(name, remote, workload, cluster, f"status {step}")
         assert status["phase"] == step
         assert not {"nodes", "offloadNodeStatusVersion", "compressedNodes"} & set(status), status
-
-    async def nothing_left(self, cluster: str) -> None:
-        """No copy and no remote Workload on ``cluster``."""
-        worker = self.mk.workers[cluster]
-        await self.model.wait_for(lambda: not worker.list(*WF, namespace=self.ns), what=f"no copy left on {cluster}")
-        await self.model.wait_for(
-            lambda: not worker.list(*WL, namespace=self.ns), what=f"no remote workload left on {cluster}"
-        )
 
 
 def test_a_workflow_runs_through_kueue_and_its_status_comes_back_to_the_main_resource(tmp_path: Path) -> None:

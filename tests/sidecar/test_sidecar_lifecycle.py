@@ -15,10 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sidecar_harness import POLICIES, adapter_for, clusters, metric, multikueue, policy_dir, strip_server_fields
+from sidecar_harness import POLICIES, PolicyChecks, clusters, metric, multikueue, policy_dir
 
-import mkpolicy
-from mkpolicy.jsonvalues import apply_merge_patch
 from mkpolicy.testing.kueue import PROFILES, Kueue
 from mkpolicy.testing.kueue.env import MultiKueueEnv
 
@@ -26,7 +24,6 @@ pytestmark = [pytest.mark.timeout(120), pytest.mark.loopback_only("runs Kueue's 
 
 TEKTON = POLICIES / "tekton-pipelinerun.yaml"
 PR = ("tekton.dev/v1", "PipelineRun")
-WL = ("kueue.x-k8s.io/v1beta2", "Workload")
 
 
 def tekton_status(step: int) -> dict[str, Any]:
@@ -42,51 +39,19 @@ def tekton_status(step: int) -> dict[str, Any]:
     }  # fmt: skip
 
 
-class Checks:
-    """What the policy says, to compare the wire with."""
+class Checks(PolicyChecks):
+    """What the Tekton policy says, to compare the wire with."""
 
     def __init__(self, mk: MultiKueueEnv, model: Kueue) -> None:
-        self.mk = mk
-        self.model = model
-        self.adapter = adapter_for(TEKTON)
-        self.ns = mk.namespace
-
-    def ctx(self, workload: str, cluster: str) -> mkpolicy.Context:
-        return mkpolicy.Context(workload, "multikueue", cluster, None, self.model.identifier)
-
-    async def copy_created(self, name: str, workload: str, cluster: str) -> None:
-        """The worker's copy appears and is exactly the policy's ``create`` of the manager's object."""
-        worker = self.mk.workers[cluster]
-        await self.model.wait_for(lambda: worker.list(*PR, namespace=self.ns), what=f"a copy on {cluster}")
-        copy = worker.get(*PR, name, self.ns)
-        expected = self.adapter.create(self.mk.manager.get(*PR, name, self.ns), self.ctx(workload, cluster))
-        assert strip_server_fields(copy) == expected
-        assert "managedBy" not in copy["spec"]
+        super().__init__(mk, model, TEKTON, PR)
 
     async def status_written(self, name: str, workload: str, cluster: str, step: int) -> None:
         """Tekton writes ``step`` on the worker; the manager ends with the policy's sync of it."""
         worker = self.mk.workers[cluster]
         worker.patch(*PR, name, {"status": tekton_status(step)}, namespace=self.ns, subresource="status")
         remote = worker.get(*PR, name, self.ns)
-
-        def synced() -> bool:
-            manager_obj = self.mk.manager.get(*PR, name, self.ns)
-            patch = self.adapter.sync(manager_obj, remote, self.ctx(workload, cluster))
-            return patch is None or apply_merge_patch(manager_obj, patch) == manager_obj
-
-        await self.model.wait_for(synced, what=f"status step {step} written back from {cluster}")
-        status = self.mk.manager.get(*PR, name, self.ns)["status"]
+        status = await self.synced(name, remote, workload, cluster, f"status step {step}")
         assert "pipelineSpec" not in status and "provenance" not in status
-
-    async def nothing_left(self, cluster: str, *, gc: bool = False) -> None:
-        """No copy and no remote Workload on ``cluster`` (after GC, remote Workloads may wait for
-        the worker's Kueue to release their finalizer: Kueue's GC only deletes them)."""
-        worker = self.mk.workers[cluster]
-        await self.model.wait_for(lambda: not worker.list(*PR, namespace=self.ns), what=f"no copy left on {cluster}")
-        await self.model.wait_for(
-            lambda: all(gc and w["metadata"].get("deletionTimestamp") for w in worker.list(*WL, namespace=self.ns)),
-            what=f"no remote workload left on {cluster}",
-        )
 
 
 def test_the_whole_lifecycle(tmp_path: Path) -> None:
