@@ -285,6 +285,30 @@ def ensure(
     return paths
 
 
+def lock_is_held() -> bool:
+    """Whether a builder (this process or another) holds the cache's lock: a build is under way."""
+    root = cache_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
+
+
+def await_built(peers: Sequence[Peer], *, log: Callable[[str], None] = print, poll: float = 1.0) -> dict[str, Path]:
+    """``peers``' binaries as soon as they are in the cache: while a builder holds the lock, wait for
+    the files (it may go on to build others); once nobody does, :func:`ensure` what is missing."""
+    paths = {p.key: binary_path(p) for p in peers}
+    while not all(path.is_file() for path in paths.values()):
+        if not lock_is_held():
+            return ensure(peers, log=log)
+        time.sleep(poll)
+    return paths
+
+
 def kueue_module_dir(version: str = KUEUE_VERSION) -> Path:
     """Kueue's module in the Go module cache (``go mod download``: fetched when missing). Its
     ``config/components`` holds the CRDs and webhook manifests the peers install, read from

@@ -54,7 +54,8 @@ GROUP_PREFIX = "real-peers"
 LOCK_WAIT = 5.0
 
 _BUILD_ERROR: list[build.PeerBuildError] = []
-_WAITED: list[bool] = []
+#: The sets of peers waited for in this process (by key), each with its build error if any.
+_WAITED: dict[frozenset[str], build.PeerBuildError | None] = {}
 _BACKGROUND = pytest.StashKey[BackgroundBuild]()
 _PROGRESS = pytest.StashKey["BuildProgress"]()
 
@@ -71,8 +72,16 @@ def is_real_peers_group(scope: str) -> bool:
 
 @pytest.hookimpl(trylast=True)  # after pytest orders the tests by their parametrized fixtures
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The ``real_peers`` tests run last, in their order (the build overlaps the others)."""
-    items[:] = sorted(items, key=is_real_peers)
+    """The ``real_peers`` tests run last (the build overlaps the others), by group in build order
+    (:func:`real_peers_rank`), each group in its order."""
+    items[:] = sorted(items, key=lambda item: real_peers_rank(real_peers_group(item)) if is_real_peers(item) else -1)
+
+
+def real_peers_rank(group: str) -> int:
+    """The order of real-peer groups: each Kueue version's as the build makes them, then ``real-peers``
+    (it needs every peer)."""
+    versions = [f"{GROUP_PREFIX}-kueue-{version}" for version in build.KUEUE_VERSIONS]
+    return versions.index(group) if group in versions else len(versions)
 
 
 def real_peers_group(item: pytest.Item) -> str:
@@ -170,7 +179,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     """A real-peer test first waits for the peers, outside its timeout (pytest-timeout's timer
     starts inside this wrapper); after each test, the build's queued progress lines are shown."""
     if is_real_peers(item):
-        await_peers(item.config)
+        await_peers(item.config, needed_peers(item))
     try:
         return (yield)
     finally:
@@ -178,24 +187,41 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
             item.config.stash[_PROGRESS].flush()
 
 
-def await_peers(config: pytest.Config) -> None:
-    """Wait (once per process) for the peers: this process's background build, else (an xdist
-    worker, whose controller builds) :func:`.build.ensure`, which waits on the cache's lock and
-    builds only what is still missing. A failure is kept for :func:`require_peers`."""
-    if _WAITED or build.go_binary() is None:
+def needed_peers(item: pytest.Item) -> list[build.Peer]:
+    """The peers a real-peer test waits for: etcd, kube-apiserver and its group's Kueue, or all of
+    them for a test of no Kueue version (the build makes them in this order, so a version's tests
+    can start while the next Kueue builds)."""
+    for version in build.KUEUE_VERSIONS:
+        if real_peers_group(item) == f"{GROUP_PREFIX}-kueue-{version}":
+            return [build.etcd(), build.kube_apiserver(), build.kueue(version)]
+    return build.all_peers()
+
+
+def await_peers(config: pytest.Config, peers: Sequence[build.Peer]) -> None:
+    """Wait for ``peers`` (once per process and set of peers): from this process's background build,
+    or (an xdist worker, whose controller builds) :func:`.build.await_built`. The outcome is kept
+    for :func:`require_peers`."""
+    _BUILD_ERROR.clear()
+    if build.go_binary() is None:
         return
-    _WAITED.append(True)
-    try:
-        if _BACKGROUND in config.stash:
-            background, progress = config.stash[_BACKGROUND], config.stash[_PROGRESS]
-            while not background.wait(1.0):
+    keys = frozenset(peer.key for peer in peers)
+    if keys not in _WAITED:
+        try:
+            if _BACKGROUND in config.stash:
+                background, progress = config.stash[_BACKGROUND], config.stash[_PROGRESS]
+                while not all(build.binary_path(peer).is_file() for peer in peers) and not background.wait(1.0):
+                    progress.flush()
                 progress.flush()
-            progress.flush()
-            background.result()
-        else:
-            build.ensure(build.all_peers(), log=_log)
-    except build.PeerBuildError as exc:
-        _BUILD_ERROR.append(exc)
+                if not all(build.binary_path(peer).is_file() for peer in peers):
+                    background.result()  # done without them: its error
+            else:
+                build.await_built(peers, log=_log)
+            _WAITED[keys] = None
+        except build.PeerBuildError as exc:
+            _WAITED[keys] = exc
+    error = _WAITED[keys]
+    if error is not None:
+        _BUILD_ERROR.append(error)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

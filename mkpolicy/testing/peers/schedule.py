@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from xdist.scheduler import LoadGroupScheduling  # type: ignore[import-untyped]
 
-from mkpolicy.testing.peers.fixtures import is_real_peers_group
+from mkpolicy.testing.peers.fixtures import is_real_peers_group, real_peers_rank
 
 #: The controller's copy of the workers' groups: test id -> group.
 GROUPS = pytest.StashKey[dict[str, str]]()
@@ -59,7 +59,8 @@ def load_groups(node: Any) -> dict[str, str]:
 
 class RealPeersLastScheduling(LoadGroupScheduling):  # type: ignore[misc]
     """``LoadGroupScheduling`` that groups the real-peer tests as the workers said, and hands
-    their groups out only when nothing else is left."""
+    their groups out only when nothing else is left, in build order (a Kueue version's group can
+    start once its Kueue is built, while the next one builds)."""
 
     def _split_scope(self, nodeid: str) -> str:
         group = self.config.stash.get(GROUPS, {}).get(nodeid)
@@ -69,6 +70,6 @@ class RealPeersLastScheduling(LoadGroupScheduling):  # type: ignore[misc]
         # The queue is ordered once it is built (its first pop), and again only if a crashed
         # worker's tests were put back behind the real-peer groups: cheap, the check is one key.
         if self.workqueue and is_real_peers_group(next(iter(self.workqueue))):
-            for scope in [s for s in self.workqueue if is_real_peers_group(s)]:
+            for scope in sorted((s for s in self.workqueue if is_real_peers_group(s)), key=real_peers_rank):
                 self.workqueue.move_to_end(scope)
         super()._assign_work_unit(node)

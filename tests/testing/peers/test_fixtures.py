@@ -109,6 +109,16 @@ def test_peers_are_there():
         log.write("peer test\\n")
 
 
+@pytest.mark.real_peers
+@pytest.mark.timeout(2)
+@pytest.mark.parametrize("kueue", ["v0.19.2"], ids=["kueue-v0.19.2"])
+def test_a_kueue_version_needs_only_its_kueue(kueue):
+    require_peers()
+    assert build.binary_path(build.kueue(kueue)).is_file()
+    with LOG.open("a") as log:
+        log.write("kueue-v0.19.2 test\\n")
+
+
 @pytest.mark.parametrize("n", range(4))
 def test_plain(n):
     with LOG.open("a") as log:
@@ -116,13 +126,16 @@ def test_plain(n):
 """
 
 #: A ``go`` whose builds finish only once a test has run (so a build that held the tests back
-#: would fail after a minute), and take a second each.
+#: would fail after a minute), and take a second each; Kueue v0.17.1's only once the Kueue
+#: v0.19.2 test has run (which needs no other Kueue).
 SLOW_GO = """\
 #!/bin/sh
 while [ $# -gt 0 ]; do [ "$1" = -o ] && out="$2"; shift; done
+awaited="plain test"
+case "$out" in */kueue-v0.17.1/*) awaited="kueue-v0.19.2 test";; esac
 i=0
-until grep -q "plain test" "$OVERLAP_LOG" 2>/dev/null; do
-  i=$((i + 1)); [ $i -gt 600 ] && { echo "no test ran during the build"; exit 1; }; sleep 0.1
+until grep -q "$awaited" "$OVERLAP_LOG" 2>/dev/null; do
+  i=$((i + 1)); [ $i -gt 600 ] && { echo "no '$awaited' during the build"; exit 1; }; sleep 0.1
 done
 sleep 1
 echo "built $(basename "$(dirname "$out")")" >> "$OVERLAP_LOG"
@@ -135,33 +148,36 @@ touch "$out"
 def test_the_other_tests_run_during_the_build_and_the_real_peer_tests_after_it(
     tmp_path: Path, xdist: list[str]
 ) -> None:
-    """The build starts in the background; the real-peer test (first in its file) runs last and
-    waits for the build outside its 2 s timeout; the build's progress is on the terminal (with
-    xdist too: the controller builds)."""
+    """The build starts in the background; the real-peer tests (first in their file) run last and
+    wait for the peers they need outside their 2 s timeout (a Kueue version's test during the next
+    Kueue's build); the build's progress is on the terminal (with xdist too: the controller builds)."""
     project, path = plugin_project(tmp_path, OVERLAP_TESTS, SLOW_GO)
     log = tmp_path / "log.txt"
     proc = child_pytest(path, tmp_path / "cache", *xdist, cwd=project, OVERLAP_LOG=str(log))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "5 passed" in proc.stdout
+    assert "6 passed" in proc.stdout
     assert "[peers] building etcd-v3.6.16: go build go.etcd.io/etcd/server/v3" in proc.stdout
     assert "[peers] built 4 peer(s) in " in proc.stdout
     lines = log.read_text().splitlines()
     assert lines.count("plain test") == 4
     assert [line for line in lines if line.startswith("built ")] == [f"built {peer.key}" for peer in build.all_peers()]
+    assert lines.index("built kueue-v0.19.2") < lines.index("kueue-v0.19.2 test") < lines.index("built kueue-v0.17.1")
     assert lines[-1] == "peer test"
 
 
 def test_real_peer_groups_are_dispatched_last() -> None:
     """xdist's loadgroup sends the largest groups first; the real-peer groups (as the workers
-    published them) go after every other test, each to one worker."""
+    published them) go after every other test, each to one worker, in build order."""
     from mkpolicy.testing.peers.schedule import GROUPS, RealPeersLastScheduling
 
     ids = [f"tests/test_x.py::test_{n}" for n in range(6)]
     v19 = [f"tests/peers/test_p.py::test_{n}[kueue-v0.19.2]" for n in range(5)]
-    other = [f"tests/peers/test_q.py::test_{n}" for n in range(3)]
-    ids[1:1] = v19
+    v17 = [f"tests/peers/test_p.py::test_{n}[kueue-v0.17.1]" for n in range(7)]
+    other = [f"tests/peers/test_q.py::test_{n}" for n in range(9)]
+    ids[1:1] = v19 + v17
     ids += other
     sent: dict[str, list[str]] = {"gw0": [], "gw1": []}
+    dispatched: list[str] = []
 
     class Node:
         def __init__(self, name: str) -> None:
@@ -169,6 +185,7 @@ def test_real_peer_groups_are_dispatched_last() -> None:
 
         def send_runtest_some(self, indexes: list[int]) -> None:
             sent[self.name] += [ids[i] for i in indexes]
+            dispatched.extend(ids[i] for i in indexes)
 
         def shutdown(self) -> None:
             self.shutting_down = True
@@ -176,7 +193,11 @@ def test_real_peer_groups_are_dispatched_last() -> None:
     config = SimpleNamespace(
         option=SimpleNamespace(loadscopereorder=True), getvalue={"tx": ["2*popen"]}.get, stash=pytest.Stash()
     )
-    config.stash[GROUPS] = {t: "real-peers-kueue-v0.19.2" for t in v19} | {t: "real-peers" for t in other}
+    config.stash[GROUPS] = (
+        {t: "real-peers-kueue-v0.19.2" for t in v19}
+        | {t: "real-peers-kueue-v0.17.1" for t in v17}
+        | {t: "real-peers" for t in other}
+    )
     scheduler = RealPeersLastScheduling(config)
     nodes = [Node("gw0"), Node("gw1")]
     for node in nodes:
@@ -191,12 +212,18 @@ def test_real_peer_groups_are_dispatched_last() -> None:
                 scheduler.mark_test_complete(node, ids.index(sent[node.name][done[node.name]]))
                 done[node.name] += 1
     assert sorted(sent["gw0"] + sent["gw1"]) == sorted(ids)
-    for group in (v19, other):  # a group in one worker, in order, after that worker's other tests
+    # the groups in build order (whatever their size), after every other test
+    assert [dispatched.index(group[0]) for group in (v19, v17, other)] == sorted(
+        dispatched.index(group[0]) for group in (v19, v17, other)
+    )
+    plain = [t for t in ids if t.startswith("tests/test_x.py")]
+    assert min(dispatched.index(t) for t in v19 + v17 + other) > max(dispatched.index(t) for t in plain)
+    for group in (v19, v17, other):  # a group in one worker, in order, after that worker's other tests
         [tests] = [tests for tests in sent.values() if group[0] in tests]
         assert tests[tests.index(group[0]) :][: len(group)] == group
     for tests in sent.values():
-        plain = [i for i, t in enumerate(tests) if t.startswith("tests/test_x.py")]
-        assert plain == list(range(len(plain)))
+        at = [i for i, t in enumerate(tests) if t in plain]
+        assert at == list(range(len(at)))
 
 
 @pytest.mark.timeout(300)
