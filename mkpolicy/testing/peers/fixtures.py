@@ -18,10 +18,10 @@ cannot be built or started is an error quoting go's output or the peer's log.
 Missing binaries are built in the background from the moment pytest knows a test marked
 ``real_peers`` is selected (by the pytest-xdist controller, or by pytest itself without
 xdist), while the other tests run: the real-peer tests are run last (with xdist their
-groups are dispatched last), and each waits for the build before its timeout starts (a
-cold build takes far longer than a test's timeout). Progress is shown on the terminal; a
-failed build fails those tests quoting go, not the session. Tests marked ``real_peers``
-of one Kueue version run in one pytest-xdist worker.
+groups are dispatched last) in build order, and each waits for the peers it needs before
+its timeout starts (a cold build takes far longer than a test's timeout). Progress is shown
+on the terminal; a failed build fails the tests that need it, quoting go, not the session.
+Tests marked ``real_peers`` of one Kueue version run in one pytest-xdist worker.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ GROUP_PREFIX = "real-peers"
 #: tests (so that it, not a worker, builds and shows progress); longer: another process builds.
 LOCK_WAIT = 5.0
 
+#: The running real-peer test's build error, if any (:func:`require_peers` raises it).
 _BUILD_ERROR: list[build.PeerBuildError] = []
 #: The sets of peers waited for in this process (by key), each with its build error if any.
 _WAITED: dict[frozenset[str], build.PeerBuildError | None] = {}
