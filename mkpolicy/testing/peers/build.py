@@ -161,12 +161,19 @@ def known_kueue_versions() -> list[str]:
 
 
 @contextlib.contextmanager
-def build_lock() -> Iterator[None]:
-    """An exclusive lock on the cache folder (flock: released when the process dies)."""
+def build_lock(stop: threading.Event | None = None) -> Iterator[None]:
+    """An exclusive lock on the cache folder (flock: released when the process dies). Setting
+    ``stop`` while another process holds it gives up waiting (:class:`PeerBuildError`)."""
     root = cache_dir()
     root.mkdir(parents=True, exist_ok=True)
     with open(root / ".lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX if stop is None else fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if stop is not None and stop.wait(0.5):
+                    raise PeerBuildError(f"stopped waiting for another process's build ({root / '.lock'})") from None
         try:
             yield
         finally:
@@ -178,11 +185,19 @@ def _format(seconds: float) -> str:
     return f"{minutes}m{secs:02d}s" if minutes else f"{seconds:.1f}s"
 
 
-def build(peer: Peer, *, log: Callable[[str], None] = print, progress_every: float = 30.0) -> Path:
+def build(
+    peer: Peer,
+    *,
+    log: Callable[[str], None] = print,
+    progress_every: float = 30.0,
+    stop: threading.Event | None = None,
+) -> Path:
     """``go build`` ``peer`` into the cache (written under a temporary name, then renamed); its path.
 
     ``go build -v`` names each package as it compiles it; every ``progress_every`` seconds
     the count so far is logged. On failure, :class:`PeerBuildError` quotes go's last lines.
+    Setting ``stop`` kills go (what it compiled stays in the Go build cache) and raises
+    :class:`PeerBuildError`.
     """
     go = go_binary()
     if go is None:
@@ -203,8 +218,14 @@ def build(peer: Peer, *, log: Callable[[str], None] = print, progress_every: flo
     done = threading.Event()
 
     def ticker() -> None:
-        while not done.wait(progress_every):
-            log(f"  {peer.key}: {compiled} packages compiled, {_format(time.monotonic() - start)}")
+        last = start
+        while not done.wait(0.2):
+            if stop is not None and stop.is_set():
+                proc.kill()
+                return
+            if time.monotonic() - last >= progress_every:
+                last = time.monotonic()
+                log(f"  {peer.key}: {compiled} packages compiled, {_format(last - start)}")
 
     thread = threading.Thread(target=ticker, daemon=True)
     thread.start()
@@ -223,6 +244,8 @@ def build(peer: Peer, *, log: Callable[[str], None] = print, progress_every: flo
         done.set()
     if code != 0:
         partial.unlink(missing_ok=True)
+        if stop is not None and stop.is_set():
+            raise PeerBuildError(f"the build of {peer.key} was stopped after {_format(time.monotonic() - start)}")
         quoted = "\n".join(f"  | {line}" for line in tail)
         raise PeerBuildError(f"go build of {peer.key} failed (exit {code}) in {module}; go's last lines:\n{quoted}")
     os.replace(partial, out)
@@ -230,23 +253,59 @@ def build(peer: Peer, *, log: Callable[[str], None] = print, progress_every: flo
     return out
 
 
-def ensure(peers: Sequence[Peer], *, log: Callable[[str], None] = print) -> dict[str, Path]:
+def ensure(
+    peers: Sequence[Peer],
+    *,
+    log: Callable[[str], None] = print,
+    locked: threading.Event | None = None,
+    stop: threading.Event | None = None,
+) -> dict[str, Path]:
     """Each of ``peers``' binary path (keyed by :attr:`Peer.key`), building what the cache lacks.
 
     Under the cache lock: a second process waits for the first one's build and reuses it.
+    ``locked`` is set once this call holds the lock or has nothing to build; ``stop`` ends a
+    build (see :func:`build`).
     """
     paths = {p.key: binary_path(p) for p in peers}
     if all(path.is_file() for path in paths.values()):
+        if locked is not None:
+            locked.set()
         return paths
-    with build_lock():
+    with build_lock(stop):
+        if locked is not None:
+            locked.set()
         started = time.monotonic()
         built = 0
         for peer in peers:
             if not paths[peer.key].is_file():
-                build(peer, log=log)
+                build(peer, log=log, stop=stop)
                 built += 1
         if built:
             log(f"built {built} peer(s) in {_format(time.monotonic() - started)}; cache: {cache_dir()}")
+    return paths
+
+
+def lock_is_held() -> bool:
+    """Whether a builder (this process or another) holds the cache's lock: a build is under way."""
+    root = cache_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
+
+
+def await_built(peers: Sequence[Peer], *, log: Callable[[str], None] = print, poll: float = 1.0) -> dict[str, Path]:
+    """``peers``' binaries as soon as they are in the cache: while a builder holds the lock, wait for
+    the files (it may go on to build others); once nobody does, :func:`ensure` what is missing."""
+    paths = {p.key: binary_path(p) for p in peers}
+    while not all(path.is_file() for path in paths.values()):
+        if not lock_is_held():
+            return ensure(peers, log=log)
+        time.sleep(poll)
     return paths
 
 

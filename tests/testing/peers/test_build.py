@@ -6,6 +6,7 @@ real peers: the real ones are built (and their flags checked) by tests/peers.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import threading
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from mkpolicy.testing.peers import build
+from mkpolicy.testing.peers.background import BackgroundBuild
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -130,3 +132,82 @@ def test_the_compiler_runs_with_less_garbage_collection(
     monkeypatch.setenv("GOFLAGS", f"-mod=mod -toolexec={script}")
     build.ensure([tiny(tmp_path, version=f"v-gc-{len(user)}")], log=lambda _: None)
     assert set(record.read_text().splitlines()) == {seen}
+
+
+#: For a fake ``go``: "build" by creating the file named after ``-o``.
+WRITE_OUTPUT = 'while [ $# -gt 0 ]; do [ "$1" = -o ] && out="$2"; shift; done; touch "$out"'
+
+
+def fake_go(tmp_path: Path, script: str) -> str:
+    """A PATH whose ``go`` runs ``script`` (sh) instead of building (the real go's folder left out)."""
+    fake = tmp_path / "fakebin" / "go"
+    fake.parent.mkdir(exist_ok=True)
+    fake.write_text(f"#!/bin/sh\n{script}\n")
+    fake.chmod(0o755)
+    rest = [p for p in os.environ["PATH"].split(os.pathsep) if not (Path(p) / "go").exists()]
+    return os.pathsep.join([str(fake.parent), *rest])
+
+
+def test_stop_kills_the_build_and_leaves_nothing(tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    started = tmp_path / "started"
+    monkeypatch.setenv("PATH", (fake_go(tmp_path, f"echo compiling; touch {started}; exec sleep 600")))
+    peer, stop = tiny(tmp_path), threading.Event()
+    outcome: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            build.ensure([peer], log=lambda _: None, stop=stop)
+        except build.PeerBuildError as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    while not started.exists() and thread.is_alive():
+        thread.join(0.05)
+    stop.set()
+    thread.join(60)
+    assert not thread.is_alive()
+    [error] = outcome
+    assert isinstance(error, build.PeerBuildError)
+    assert error.message.startswith("the build of tiny-v1.2.3 was stopped after ")
+    assert list((cache / "tiny-v1.2.3").iterdir()) == []
+
+
+def test_a_background_build_holds_the_lock_and_reports_its_outcome(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    release = tmp_path / "release"
+    # builds (writes its -o file) once the test creates `release`
+    monkeypatch.setenv("PATH", (fake_go(tmp_path, f"while [ ! -e {release} ]; do sleep 0.05; done; {WRITE_OUTPUT}")))
+    peer = tiny(tmp_path)
+    first = BackgroundBuild([peer], log=lambda _: None)
+    first.start()
+    assert first.wait_until_locked(60)
+    second = BackgroundBuild([peer], log=lambda _: None)
+    second.start()
+    assert not second.wait_until_locked(0.3)  # the first one holds the lock
+    release.touch()
+    assert first.result() == second.result() == {"tiny-v1.2.3": cache / "tiny-v1.2.3" / "tiny"}
+    assert not first.running and not second.running
+
+
+def test_a_background_build_that_fails_raises_when_its_result_is_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", (fake_go(tmp_path, "echo 'go: reading proxy: 403 Forbidden'; exit 1")))
+    background = BackgroundBuild([tiny(tmp_path)], log=lambda _: None)
+    background.start()
+    with pytest.raises(build.PeerBuildError, match="403 Forbidden"):
+        background.result()
+
+
+def test_stop_ends_a_wait_for_another_process_build(tmp_path: Path, cache: Path) -> None:
+    """Stopping a build that waits on the cache's lock (another process builds) returns at once."""
+    with build.build_lock():  # another holder: flock locks per open file, so this blocks the build
+        background = BackgroundBuild([tiny(tmp_path)], log=lambda _: None)
+        background.start()
+        assert not background.wait_until_locked(0.3)
+        background.stop()
+        assert not background.running
+        with pytest.raises(build.PeerBuildError, match="stopped waiting for another process's build"):
+            background.result()
