@@ -668,6 +668,11 @@ class Listener:
         """Open client connections."""
         return len(self._connections)
 
+    def end_streams(self) -> None:
+        """End every streamed answer (the watches) at its next clean boundary; its clients watch again."""
+        for stream in list(self._streams):
+            stream.stop_stream()
+
     async def close(self, grace: float) -> None:
         """Stop listening, end watches cleanly, drain requests in flight (at most ``grace`` seconds)."""
         self.closing = True
@@ -680,8 +685,7 @@ class Listener:
         self._socks = []
         for task in list(self._handshakes):
             task.cancel()
-        for stream in list(self._streams):
-            stream.stop_stream()
+        self.end_streams()
         deadline = time.monotonic() + grace
         while True:
             for conn in list(self._connections):

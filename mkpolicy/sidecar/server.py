@@ -444,6 +444,7 @@ class Sidecar:
         listener = Listener(endpoint.handle, self.credentials.server_context(), endpoint.fast, self.config.limits)
         self._ports[worker.name] = await listener.start(self.config.listen.address, port)
         self._listeners.append(listener)
+        self._links[worker.name].on_refused = listener.end_streams
 
     async def stop(self) -> None:
         """Graceful shutdown: not ready, stop listening, end watches cleanly, drain requests, disconnect."""

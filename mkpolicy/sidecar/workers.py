@@ -89,6 +89,8 @@ class WorkerLink:
         #: The resourceVersion of the source Secret as :meth:`load` read it (its watch starts there).
         self._loaded_version = ""
         self.rewire: Rewire | None = None
+        #: Called when the worker becomes refused: ends the watches Kueue holds on its endpoint.
+        self.on_refused: Callable[[], None] | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         metrics.worker_up.labels(self.name).set_function(self.up)
         source = worker.kubeconfig
@@ -129,6 +131,12 @@ class WorkerLink:
         self.problem = problem
         if first:
             log.error("worker refused", extra=fields(cluster=self.name, source=self.source, error=problem))
+            # Kueue keeps a worker Active while its watches stay open, and reconnects only when one
+            # ends or its kubeconfig changes (v0.19.2 multikueuecluster.go
+            # updateConfigAndRefreshWatchers): a wired Secret put back before Kueue read the refused
+            # one changes nothing for Kueue, so the watches end here and its reconnect meets the 503.
+            if self.on_refused is not None:
+                self.on_refused()
 
     # -- taking up a kubeconfig -------------------------------------------------------------------
     def take(self, raw: bytes | None, base_dir: str | None) -> bool:

@@ -256,6 +256,44 @@ def test_rotated_token_in_a_kubeconfig_file_is_taken_up(tmp_path: Path) -> None:
         asyncio.run(scenario())
 
 
+def test_a_refused_kubeconfig_ends_the_watches_on_its_endpoint(tmp_path: Path) -> None:
+    """Kueue keeps a worker Active while its watches last, and a wired Secret put back before Kueue
+    read the refused kubeconfig changes nothing it compares: the watches open on a worker's endpoint
+    end when its kubeconfig is refused (cleanly), so Kueue's reconnect meets the 503."""
+    with clusters(tmp_path) as env:
+        path = env.kubeconfigs["worker2"]
+
+        async def scenario() -> None:
+            async with (
+                running(env.config(), policy_dir(tmp_path, TEKTON)) as sidecar,
+                client(sidecar.kubeconfig("worker2")) as w2,
+                client(sidecar.kubeconfig("worker1")) as w1,
+            ):
+                ended: list[str] = []
+
+                async def watch(c: Any, name: str) -> None:
+                    async for _ in c.watch(WORKLOADS):  # as Kueue watches: no timeout
+                        pass
+                    ended.append(name)  # an error would raise instead
+
+                watches = [asyncio.create_task(watch(w2, "worker2")), asyncio.create_task(watch(w1, "worker1"))]
+                for cluster in ("worker1", "worker2"):
+                    await eventually(
+                        lambda c=cluster: metric(sidecar, "mkpolicy_sidecar_active_watches", cluster=c) == 1
+                    )
+                config = yaml.safe_load(path.read_text())
+                config["clusters"][0]["cluster"]["insecure-skip-tls-verify"] = True
+                path.write_text(yaml.safe_dump(config))
+                await asyncio.wait_for(watches[0], 30)  # ended by the refusal (the watch has no timeout)
+                assert ended == ["worker2"] and not watches[1].done()  # the other worker's watch lasts
+                with pytest.raises(ApiError) as refused:
+                    await w2.get(WORKLOADS)
+                assert refused.value.status == 503 and "worker worker2 is not served" in refused.value.message
+                watches[1].cancel()
+
+        asyncio.run(scenario())
+
+
 @pytest.mark.loopback_only("creates cluster-scoped MultiKueueClusters and wires Secrets in kueue-system")
 def test_one_worker_unwirable_one_unreachable_the_other_serves(tmp_path: Path) -> None:
     """Workers are isolated: a ClusterProfile MultiKueueCluster cannot be wired (said, the other is
