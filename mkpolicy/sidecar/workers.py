@@ -91,6 +91,8 @@ class WorkerLink:
         self.rewire: Rewire | None = None
         #: Called when the worker becomes refused: ends the watches Kueue holds on its endpoint.
         self.on_refused: Callable[[], None] | None = None
+        #: The kubeconfig last fingerprinted and the files it names (a polled file is parsed only when it changes).
+        self._named: tuple[bytes, list[str]] = (b"", [])
         self._tasks: list[asyncio.Task[Any]] = []
         metrics.worker_up.labels(self.name).set_function(self.up)
         source = worker.kubeconfig
@@ -139,12 +141,30 @@ class WorkerLink:
                 self.on_refused()
 
     # -- taking up a kubeconfig -------------------------------------------------------------------
+    def _named_contents(self, raw: bytes, base_dir: str | None) -> list[bytes]:
+        """The contents of the files the kubeconfig ``raw`` names (their changes count too); ``raw`` is
+        parsed only when it differs from the last one (a file is polled every reload interval)."""
+        if raw != self._named[0]:
+            try:
+                paths = named_files(parse_kubeconfig(raw), base_dir)
+            except KubeconfigError:
+                paths = []
+            self._named = (raw, paths)
+        out: list[bytes] = []
+        for full in self._named[1]:
+            try:
+                with open(full, "rb") as fh:
+                    out.append(fh.read())
+            except OSError:
+                out.append(b"<unreadable>")
+        return out
+
     def take(self, raw: bytes | None, base_dir: str | None) -> bool:
         """Take up the kubeconfig ``raw`` (None: there is none); True when it changed what is used."""
         if raw is None:
             self._refuse(f"{self.source} holds no kubeconfig")
             return False
-        files = _named_files(raw, base_dir)
+        files = self._named_contents(raw, base_dir)
         fingerprint = hashlib.sha256(raw + b"".join(files)).hexdigest()
         if fingerprint == self.digest:
             return False
@@ -305,22 +325,6 @@ def _read_file(path: str, refuse: Callable[[str], None]) -> tuple[bytes | None, 
 
 def _resource_version(obj: dict[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
-
-
-def _named_files(raw: bytes, base_dir: str | None) -> list[bytes]:
-    """The contents of the files a kubeconfig names (their changes count too)."""
-    try:
-        config = parse_kubeconfig(raw)
-    except KubeconfigError:
-        return []
-    out: list[bytes] = []
-    for full in named_files(config, base_dir):
-        try:
-            with open(full, "rb") as fh:
-                out.append(fh.read())
-        except OSError:
-            out.append(b"<unreadable>")
-    return out
 
 
 def _server_of(rest: RestConfig) -> str:

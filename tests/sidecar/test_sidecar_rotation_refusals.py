@@ -38,7 +38,7 @@ from sidecar_harness import (
 
 import mkpolicy
 from mkpolicy.kube.client import ApiError
-from mkpolicy.sidecar import Sidecar
+from mkpolicy.sidecar import Sidecar, workers
 from mkpolicy.sidecar.wiring import DIGEST_ANNOTATION, ORIGINAL_KEY, WIRED_ANNOTATION, unwire
 
 pytestmark = pytest.mark.timeout(120)
@@ -231,7 +231,12 @@ def test_rotated_secret_is_rewired_and_a_restart_keeps_the_rotation(tmp_path: Pa
 
 
 @pytest.mark.loopback_only("rotates a worker token")
-def test_rotated_token_in_a_kubeconfig_file_is_taken_up(tmp_path: Path) -> None:
+def test_rotated_token_in_a_kubeconfig_file_is_taken_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A polled kubeconfig file is taken up when it changes; while not a byte of it changes it is
+    not parsed again (it is read every reload interval)."""
+    parses: list[bytes] = []
+    parse = workers.parse_kubeconfig
+    monkeypatch.setattr(workers, "parse_kubeconfig", lambda raw, *a: parses.append(raw) or parse(raw, *a))
     with clusters(tmp_path) as env:
         worker = env.worker("worker2")
         path = env.kubeconfigs["worker2"]
@@ -242,6 +247,9 @@ def test_rotated_token_in_a_kubeconfig_file_is_taken_up(tmp_path: Path) -> None:
                 client(sidecar.kubeconfig("worker2")) as w2,
             ):
                 assert (await w2.get(WORKLOADS))["kind"] == "WorkloadList"
+                seen = parses.count(path.read_bytes())
+                await asyncio.sleep(3 * sidecar.config.reload.interval_seconds)  # three polls, nothing changed
+                assert parses.count(path.read_bytes()) == seen
                 worker.add_token("file-rotated")
                 config = yaml.safe_load(path.read_text())
                 config["users"][0]["user"]["token"] = "file-rotated"
