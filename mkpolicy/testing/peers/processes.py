@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -26,12 +27,37 @@ class PeerStartError(MkpolicyError):
     """A peer did not start (or stopped): its name, what was awaited, and its log's last lines."""
 
 
+#: The lowest port :func:`free_port` picks (above the registered services most machines run).
+_LOWEST_PORT = 10000
+#: The kernel's ephemeral range (outgoing connections' local ports), where the kernel says it is.
+_EPHEMERAL_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
+
+
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
+    """A TCP port free on 127.0.0.1 right now, for a peer that binds it later.
+
+    Picked below the kernel's ephemeral range: a port of that range (what binding port 0
+    gives) can become some outgoing connection's local port before the peer binds it, and
+    the peer then fails with "address already in use" (seen: Kueue's webhook port, with
+    two real MultiKueues starting at once). Where the range is unknown, port 0's."""
+    try:
+        with open(_EPHEMERAL_RANGE) as fh:
+            ephemeral_low = int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 0
+    rng = random.SystemRandom()
+    for _ in range(100 if ephemeral_low > _LOWEST_PORT + 1000 else 0):
+        port = rng.randrange(_LOWEST_PORT, ephemeral_low)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+        bound: int = sock.getsockname()[1]
+        return bound
 
 
 class Process:
