@@ -171,10 +171,22 @@ class KubeCluster:
             if exc.code != 409:
                 raise
         meta = obj.get("metadata") or {}
-        current = self.admin.get(str(obj["apiVersion"]), str(obj["kind"]), meta["name"], meta.get("namespace"))
         body = json.loads(json.dumps(obj))
-        body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-        return self.admin.update(body)
+        # Read, then replace at that resourceVersion, again on a conflict: a controller's status write
+        # (Kueue's on a ClusterQueue) may land in between (client-go's retry.RetryOnConflict).
+        for attempt in range(CONFLICT_RETRIES):
+            current = self.admin.get(str(obj["apiVersion"]), str(obj["kind"]), meta["name"], meta.get("namespace"))
+            body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            try:
+                return self.admin.update(body)
+            except ApiError as exc:
+                if exc.code != 409 or attempt == CONFLICT_RETRIES - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+
+#: How many times :meth:`KubeCluster.apply` replaces an object whose resourceVersion moved meanwhile.
+CONFLICT_RETRIES = 5
 
 
 class ControlPlane:
