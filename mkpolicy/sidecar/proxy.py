@@ -35,10 +35,12 @@ that a job Kueue keeps retrying says why.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Coroutine
 from typing import Any, Protocol, TypeVar
 
 import aiohttp
@@ -159,6 +161,9 @@ class WorkerEndpoint:
         self._children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
         self._request_children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
         self._identifier_warned: set[tuple[str, str]] = set()
+        self._copies = KnownCopies()
+        #: manager reads started ahead of the worker's answer (held: the loop keeps only weak references)
+        self._reads: set[asyncio.Task[dict[str, Any] | None]] = set()
 
     # -- entry point ----------------------------------------------------------------------
     async def handle(self, exchange: Exchange) -> None:
@@ -472,9 +477,26 @@ class WorkerEndpoint:
 
     async def _get(self, exchange: Exchange, entry: Entry, sent: WorkerConnection | None) -> int:
         head = exchange.head
+        addressed = self._addressed(head)
+        reading = None
+        if (entry.name, *addressed) in self._copies and not self.hub.caches(entry):
+            # A copy the worker has: the manager's object is read while the worker answers, one
+            # round trip instead of two on Kueue's status write-back path. Kueue's adapter reads
+            # it first too (v0.19.2 externalframeworks/adapter.go SyncJob: the local object, then
+            # the remote one), so it is no staler than Kueue's own. Not for a copy not known to
+            # exist: Kueue's GET before each creation is answered 404, and the read would be wasted.
+            reading = self._background(self._manager(entry, *addressed))
         out = self.upstream.head(head.method, head.target, head.headers, reencoded=True)
         conn, resp = await self._send(head.method, out, None, exchange, sent)
-        return await self._relay_object(exchange, conn, resp, entry, None, self._addressed(head))
+        return await self._relay_object(exchange, conn, resp, entry, None, addressed, reading)
+
+    def _background(self, read: Coroutine[Any, Any, dict[str, Any] | None]) -> asyncio.Task[dict[str, Any] | None]:
+        """``read`` started now, held until done, its failure kept for whoever awaits it (else dropped)."""
+        task = asyncio.ensure_future(read)
+        self._reads.add(task)
+        task.add_done_callback(_settled)
+        task.add_done_callback(self._reads.discard)
+        return task
 
     # -- the worker (through the transport, its failures noted for /readyz) -------------------------
     async def _send(
@@ -519,13 +541,16 @@ class WorkerEndpoint:
         entry: Entry,
         manager: dict[str, Any] | None,
         addressed: tuple[str | None, str],
+        reading: asyncio.Task[dict[str, Any] | None] | None = None,
     ) -> int:
         """The worker's answer with the object rewritten by the policy's sync (errors relayed as sent).
 
-        ``manager``: the manager's object when known (a create), else read for the object;
-        ``addressed``: the namespace and name the request was for (the worker must answer that object).
+        ``manager``: the manager's object when known (a create), else ``reading``'s (a read of it
+        started with the request), else read for the object; ``addressed``: the namespace and
+        name the request was for (the worker must answer that object).
         """
         raw = await self._answer(conn, resp)
+        self._copies.note((entry.name, *addressed), resp.status)
         if resp.status >= 300:
             relay_error(exchange, resp, raw)
             return int(resp.status)
@@ -538,7 +563,7 @@ class WorkerEndpoint:
         if isinstance(doc, dict) and doc.get("kind") == entry.adapter.gvk.kind:
             self._check_addressed(doc, entry, addressed)
             if manager is None:
-                manager = await self._manager(entry, addressed[0], addressed[1])
+                manager = await (reading if reading is not None else self._manager(entry, *addressed))
             worker = doc
             obj, outcome, seconds = await self.hub.offload(
                 entry.adapter, measure, rewrite_status, entry.adapter, doc, manager, self.cluster, self.hub.origin
@@ -756,6 +781,38 @@ class WorkerEndpoint:
                     "patch skipped (failurePolicy Ignore)",
                     extra=fields(cluster=self.cluster, policy=entry.name, error=exc.report()),
                 )
+
+
+class KnownCopies:
+    """The copies of policy kinds a worker was last seen to have, by (policy, namespace, name).
+
+    Learned from the worker's answers to the transformed requests (a copy created or read:
+    present; a 404: absent), the least recently seen forgotten beyond ``limit``. A copy
+    deleted meanwhile costs one manager read whose answer is not used.
+    """
+
+    def __init__(self, limit: int = 10_000) -> None:
+        self.limit = limit
+        self._seen: OrderedDict[tuple[str, str | None, str], None] = OrderedDict()
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._seen
+
+    def note(self, key: tuple[str, str | None, str], status: int) -> None:
+        """Record what the worker's answer ``status`` to a read or create of ``key`` says of the copy."""
+        if status == 404:
+            self._seen.pop(key, None)
+        elif status < 300 or status == 409:  # (409: Kueue's create met the copy)
+            self._seen[key] = None
+            self._seen.move_to_end(key)
+            if len(self._seen) > self.limit:
+                self._seen.popitem(last=False)
+
+
+def _settled(task: asyncio.Task[Any]) -> None:
+    """Mark a background read's failure as seen: a read left unused (a worker's 404) is not an error."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _bare(message: str) -> str:

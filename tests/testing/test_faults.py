@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 
 import pytest
@@ -11,6 +12,7 @@ import urllib3
 from kubernetes.client import ApiException
 
 from mkpolicy.testing.apiserver import ApiServer
+from mkpolicy.testing.apiserver.faults import Rule
 
 from .conftest import Clients, Raw
 
@@ -74,6 +76,37 @@ def test_delay_adds_latency(apiserver: ApiServer, raw: Raw) -> None:
     # Other requests are not delayed: the rule does not fire on them (no clock: the machine may be busy).
     assert raw.request("GET", "/api").status == 200
     assert rule.hits == 1
+
+
+def _held_list(apiserver: ApiServer, raw: Raw, times: int | None) -> tuple[Rule, threading.Thread, list[int]]:
+    """A LIST sent from a thread and held at the server (its status appended to the list once answered)."""
+    rule = apiserver.faults.hold(verb="list", times=times)
+    answered: list[int] = []
+    listing = threading.Thread(target=lambda: answered.append(raw.request("GET", CM).status))
+    listing.start()
+    deadline = time.monotonic() + 10  # (a bound, not a measure: the hold is seen at once on a quiet machine)
+    while rule.hits == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert rule.hits == 1
+    return rule, listing, answered
+
+
+def test_hold_keeps_a_request_unanswered_until_released(apiserver: ApiServer, raw: Raw) -> None:
+    rule, listing, answered = _held_list(apiserver, raw, 1)
+    assert raw.request("GET", "/api").status == 200  # others go on meanwhile
+    assert answered == [] and listing.is_alive()
+    rule.release()
+    listing.join(10)
+    assert answered == [200]
+    assert apiserver.faults.rules == []  # spent (times=1)
+
+
+def test_clear_releases_held_requests(apiserver: ApiServer, raw: Raw) -> None:
+    _, listing, answered = _held_list(apiserver, raw, None)
+    apiserver.faults.clear()
+    listing.join(10)
+    assert answered == [200]
+    assert raw.request("GET", CM).status == 200  # the rule is gone
 
 
 def test_drop_cuts_the_response_mid_body(apiserver: ApiServer, raw: Raw) -> None:

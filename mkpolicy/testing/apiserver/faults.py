@@ -9,6 +9,8 @@ removed)::
     srv.faults.fail(429, times=3, retry_after=2)                     # next 3 requests -> 429
     srv.faults.fail(409, verb="update", message="injected conflict")
     srv.faults.delay(0.5, verb="get", times=None)                   # every GET +0.5 s
+    rule = srv.faults.hold(verb="get", resource="pipelineruns")     # the next such GET waits ...
+    rule.release()                                                   # ... until released
     srv.faults.drop(verb="list")                                     # cut the connection mid-body
     srv.faults.end_watches()                                        # end the open watches now
     srv.faults.end_watches(abort=True, resource="workloads")        # ... by cutting the connection
@@ -27,7 +29,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from mkpolicy.testing.apiserver.errors import ApiError, from_code
@@ -35,7 +37,7 @@ from mkpolicy.testing.apiserver.errors import ApiError, from_code
 if TYPE_CHECKING:
     from mkpolicy.testing.apiserver.routing import RequestInfo
 
-Action = Literal["fail", "delay", "drop", "limit_watch"]
+Action = Literal["fail", "delay", "hold", "drop", "limit_watch"]
 UnreachableMode = Literal["refuse", "blackhole"]
 
 
@@ -85,6 +87,12 @@ class Rule:
     events: int = 0
     abort: bool = False
     hits: int = 0
+    #: set by :meth:`release` (a ``hold`` rule's requests wait for it)
+    released: threading.Event = field(default_factory=threading.Event)
+
+    def release(self) -> None:
+        """Let the requests a ``hold`` rule keeps (and any it meets later) go on."""
+        self.released.set()
 
     def error(self) -> ApiError:
         """The error a ``fail`` rule answers with."""
@@ -100,6 +108,7 @@ class Decision:
     """What the matching rules do to one request."""
 
     delay: float = 0.0
+    holds: list[Rule] = field(default_factory=list)
     fail: Rule | None = None
     drop: Rule | None = None
     limit_watch: Rule | None = None
@@ -151,6 +160,11 @@ class Faults:
             raise ValueError(f"seconds must be >= 0, found {seconds}")
         return self._add(Rule("delay", Match(**match), times, seconds=seconds))
 
+    def hold(self, *, times: int | None = 1, **match: str) -> Rule:
+        """Keep the next ``times`` matching requests waiting, unanswered, until ``rule.release()``
+        (or :meth:`clear`): a test orders what a client does meanwhile without a clock."""
+        return self._add(Rule("hold", Match(**match), times))
+
     def drop(self, *, times: int | None = 1, after_bytes: int | None = None, **match: str) -> Rule:
         """Cut the connection in the middle of the response (after the headers and
         ``after_bytes`` of the body; default: half of it). A watch is cut after its first write."""
@@ -189,6 +203,8 @@ class Faults:
     def clear(self) -> None:
         """Remove every rule (the server stays reachable or not as it is)."""
         with self._lock:
+            for rule in self._rules:
+                rule.release()
             self._rules.clear()
 
     @property
@@ -209,6 +225,8 @@ class Faults:
                     continue
                 if rule.action == "delay":
                     decision.delay += rule.seconds
+                elif rule.action == "hold":
+                    decision.holds.append(rule)
                 elif rule.action == "fail" and decision.fail is None and decision.drop is None:
                     decision.fail = rule
                 elif rule.action == "drop" and decision.fail is None and decision.drop is None:

@@ -181,6 +181,9 @@ class Handler:
         if decision is not None:
             if decision.delay:
                 await asyncio.sleep(decision.delay)
+            for rule in decision.holds:
+                while not rule.released.is_set():  # (released from the test's thread)
+                    await asyncio.sleep(0.005)
             if decision.fail is not None:
                 raise decision.fail.error()
         accept = request.headers.get("Accept")
