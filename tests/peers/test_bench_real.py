@@ -39,7 +39,7 @@ def test_real_peer_bench_runs_tiny(capsys: pytest.CaptureFixture[str]) -> None:
         for side in ("direct", "go", "mkpolicy"):
             assert r[f"{measure}_{side}"]["p50"] > 0 and r[f"{measure}_{side}"]["p99"] > 0
     for key in ("dispatch", "dispatch_from_reserved", "status"):
-        for side in ("direct", "sidecar"):
+        for side in ("direct", "goproxy", "sidecar"):  # (Kueue through the Go proxy too)
             assert r[f"{key}_{side}"]["p50"] > 0
     # real Kueue drove the job through the sidecar: its reconciles counted, its requests answered
     assert r["reconciles"] > 0 and r["sidecar_requests"] > 0
