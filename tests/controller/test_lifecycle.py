@@ -29,6 +29,15 @@ def run_with_controller(scenario: Callable[[ApiServer, Kueue, Controller], Await
         asyncio.run(run())
 
 
+async def admitted_and_started(srv: ApiServer, kueue: Kueue) -> dict[str, Any]:
+    """A BatchRun created, its Workload admitted, the job started; returns the Workload as created."""
+    srv.create(batchrun())
+    wl: dict[str, Any] = await eventually(kueue.workload, what="the Workload")
+    kueue.admit(wl)
+    await eventually(lambda: kueue.job()["spec"]["suspend"] is False, what="started")
+    return wl
+
+
 def test_queue_start_evict_requeue_restart_finish_delete() -> None:
     async def scenario(srv: ApiServer, kueue: Kueue, ctl: Controller) -> None:
         job = srv.create(batchrun())
@@ -115,10 +124,7 @@ def test_queue_start_evict_requeue_restart_finish_delete() -> None:
 
 def test_deleting_a_job_releases_its_workload_finalizer() -> None:
     async def scenario(srv: ApiServer, kueue: Kueue, ctl: Controller) -> None:
-        srv.create(batchrun())
-        wl = await eventually(kueue.workload, what="the Workload")
-        kueue.admit(wl)
-        await eventually(lambda: kueue.job()["spec"]["suspend"] is False, what="started")
+        await admitted_and_started(srv, kueue)
         srv.delete("batch.example.com/v1alpha1", "BatchRun", "nightly-etl", NS)
         # The finalizer would keep the Workload for ever: the controller finishes and releases it.
         await eventually(lambda: kueue.workloads() == [], what="the Workload gone")
@@ -262,10 +268,7 @@ def test_an_out_of_sync_prebuilt_workload_is_finished() -> None:
 
 def test_a_running_job_edited_out_of_its_workload_is_stopped_and_requeued() -> None:
     async def scenario(srv: ApiServer, kueue: Kueue, ctl: Controller) -> None:
-        srv.create(batchrun())
-        first = await eventually(kueue.workload, what="the Workload")
-        kueue.admit(first)
-        await eventually(lambda: kueue.job()["spec"]["suspend"] is False, what="started")
+        first = await admitted_and_started(srv, kueue)
         job = kueue.job()
         job["spec"]["template"]["spec"]["containers"][0]["image"] = "registry.example.com/etl:2.0"
         srv.update(job)  # a running job no Workload matches any more
@@ -289,9 +292,7 @@ def test_a_running_job_its_user_suspends_is_put_on_hold() -> None:
     never lifted by Kueue; once the user resumes the job it is queued again."""
 
     async def scenario(srv: ApiServer, kueue: Kueue, ctl: Controller) -> None:
-        srv.create(batchrun())
-        kueue.admit(await eventually(kueue.workload, what="the Workload"))
-        await eventually(lambda: kueue.job()["spec"]["suspend"] is False, what="started")
+        await admitted_and_started(srv, kueue)
         job = kueue.job()
         job["spec"]["suspend"] = True  # the user pauses it
         srv.update(job)
