@@ -149,8 +149,8 @@ def multikueue(args: argparse.Namespace) -> int:
         return EXIT_OK
 
 
-def _sidecar_line(sidecar: SidecarProcess) -> str:
-    return f"sidecar between the manager and the workers: {sidecar.process.log}"
+def _sidecar_lines(sidecar: SidecarProcess | None) -> list[str]:
+    return [] if sidecar is None else [f"sidecar between the manager and the workers: {sidecar.process.log}"]
 
 
 @contextlib.contextmanager
@@ -166,7 +166,7 @@ def _real(args: argparse.Namespace, frameworks: list[str], out: Path) -> Iterato
     with mk:
         yield [f"MultiKueue on real peers (Kueue {mk.kueue_version}) up in {time.monotonic() - started:.0f}s; "
                f"logs in {mk.run_dir}",
-               *([_sidecar_line(mk.sidecar)] if mk.sidecar is not None else []),
+               *_sidecar_lines(mk.sidecar),
                *kubeconfig_lines(mk.kubeconfig_files)]  # fmt: skip
 
 
@@ -189,7 +189,7 @@ def _loopback(args: argparse.Namespace, out: Path) -> Iterator[list[str]]:
                                          Path(args.policies))  # fmt: skip
                 sidecar.start()
             yield ["MultiKueue objects on loopback API servers (no Kueue runs; --real for real Kueue)",
-                   *([_sidecar_line(sidecar)] if sidecar is not None else []),
+                   *_sidecar_lines(sidecar),
                    *kubeconfig_lines(files)]  # fmt: skip
         finally:
             if sidecar is not None:
