@@ -105,27 +105,9 @@ def run(args: argparse.Namespace) -> int:
     return _apiserver(args)
 
 
-def crd_files(paths: list[str]) -> list[str]:
-    """The CRD files ``paths`` name: files as given, directories as their ``*.yaml``/``*.yml``."""
-    import os
-
-    files: list[str] = []
-    for path in paths:
-        if os.path.isdir(path):
-            found = sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith((".yaml", ".yml")))
-            if not found:
-                raise FileNotFoundError(f"{path}: a directory without *.yaml or *.yml files")
-            files.extend(found)
-        else:
-            files.append(path)
-    return files
-
-
 def _apiserver(args: argparse.Namespace) -> int:
-    import asyncio
-    import signal
-
     from mkpolicy.cli.common import EXIT_OK, EXIT_USAGE, error
+    from mkpolicy.cli.dev_serve import crd_files, until_interrupted
     from mkpolicy.errors import MkpolicyError
     from mkpolicy.testing.apiserver import DEFAULT_NAMESPACES, ApiServer
 
@@ -147,30 +129,23 @@ def _apiserver(args: argparse.Namespace) -> int:
     except FileNotFoundError as exc:
         error(exc)
         return EXIT_USAGE
-
-    async def serve() -> int:
-        try:
-            await server.start_async()
-        except OSError as exc:
-            error(f"cannot listen on 127.0.0.1:{args.port}: {exc.strerror or exc}")
-            return EXIT_USAGE
+    try:
+        server.start()
+    except OSError as exc:
+        error(f"cannot listen on 127.0.0.1:{args.port}: {exc.strerror or exc}")
+        return EXIT_USAGE
+    try:
         try:
             server.write_kubeconfig(args.kubeconfig_out)
         except OSError as exc:
             error(f"cannot write the kubeconfig to {args.kubeconfig_out}: {exc.strerror or exc}")
-            await server.stop_async()
             return EXIT_USAGE
         kinds = sorted(f"{rt.kind}.{rt.group or 'core'}" for rt in server.resource_types())
-        print(f"serving {server.url} (cluster {server.name!r}); kubeconfig: {args.kubeconfig_out}", flush=True)
-        print(f"resources: {', '.join(kinds)}", flush=True)
-        print("press Ctrl-C to stop", flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
-        await server.stop_async()
-        print("stopped", flush=True)
-        return EXIT_OK
-
-    return asyncio.run(serve())
+        until_interrupted([
+            f"serving {server.url} (cluster {server.name!r}); kubeconfig: {args.kubeconfig_out}",
+            f"resources: {', '.join(kinds)}",
+        ])  # fmt: skip
+    finally:
+        server.stop()
+    print("stopped", flush=True)
+    return EXIT_OK

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import signal
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from mkpolicy.cli.dev_serve import crd_files, kubeconfig_dir, kubeconfig_lines, until_interrupted
+
+if TYPE_CHECKING:
+    from mkpolicy.testing.peers.sidecar import SidecarProcess
 
 MULTIKUEUE_DESCRIPTION = """\
 Bring up a MultiKueue on this machine — a manager cluster and N worker clusters — write a
@@ -111,31 +114,6 @@ def _log(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-@contextlib.contextmanager
-def _kubeconfig_dir(given: str | None) -> Iterator[Path]:
-    if given:
-        path = Path(given)
-        path.mkdir(parents=True, exist_ok=True)
-        before = set(path.glob("*.kubeconfig"))
-        try:
-            yield path
-        finally:  # (they point at servers that are gone)
-            for file in set(path.glob("*.kubeconfig")) - before:
-                file.unlink(missing_ok=True)
-        return
-    with tempfile.TemporaryDirectory(prefix="mkpolicy-multikueue-") as tmp:
-        yield Path(tmp)
-
-
-def _wait_for_signal() -> None:
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    print("press Ctrl-C to stop", flush=True)
-    while not stop.wait(1):
-        pass
-
-
 def multikueue(args: argparse.Namespace) -> int:
     """``mkpolicy dev multikueue``."""
     from mkpolicy.cli.common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, error
@@ -158,10 +136,12 @@ def multikueue(args: argparse.Namespace) -> int:
             return EXIT_USAGE
     frameworks = args.framework or ["PipelineRun.v1.tekton.dev"]
     try:
-        with _kubeconfig_dir(args.kubeconfig_dir) as out:
-            if args.real:
-                return _real(args, frameworks, out)
-            return _loopback(args, out)
+        with kubeconfig_dir(args.kubeconfig_dir) as out:
+            running = _real(args, frameworks, out) if args.real else _loopback(args, out)
+            with running as lines:
+                until_interrupted(lines)
+            print("stopped", flush=True)
+            return EXIT_OK
     except MkpolicyError as exc:
         print(exc.report(), file=sys.stderr)
         return EXIT_FINDINGS
@@ -169,12 +149,13 @@ def multikueue(args: argparse.Namespace) -> int:
         return EXIT_OK
 
 
-def _print_kubeconfigs(files: dict[str, Path]) -> None:
-    for name, path in files.items():
-        print(f"{name}: {path}", flush=True)
+def _sidecar_lines(sidecar: SidecarProcess | None) -> list[str]:
+    return [] if sidecar is None else [f"sidecar between the manager and the workers: {sidecar.process.log}"]
 
 
-def _real(args: argparse.Namespace, frameworks: list[str], out: Path) -> int:
+@contextlib.contextmanager
+def _real(args: argparse.Namespace, frameworks: list[str], out: Path) -> Iterator[list[str]]:
+    """Real peers up (stopped on exit); yields what to tell the user."""
     from mkpolicy.testing.peers.build import KUEUE_VERSION
     from mkpolicy.testing.peers.multikueue import RealMultiKueue
 
@@ -183,18 +164,16 @@ def _real(args: argparse.Namespace, frameworks: list[str], out: Path) -> int:
                         policies=Path(args.policies) if args.policies else None,
                         crds=[Path(c) for c in args.crd], kubeconfig_dir=out, log=_log)  # fmt: skip
     with mk:
-        print(f"MultiKueue on real peers (Kueue {mk.kueue_version}) up in {time.monotonic() - started:.0f}s; "
-              f"logs in {mk.run_dir}", flush=True)  # fmt: skip
-        if mk.sidecar is not None:
-            print(f"sidecar between the manager and the workers: {mk.sidecar.process.log}", flush=True)
-        _print_kubeconfigs(mk.kubeconfig_files)
-        _wait_for_signal()
-    print("stopped", flush=True)
-    return 0
+        yield [f"MultiKueue on real peers (Kueue {mk.kueue_version}) up in {time.monotonic() - started:.0f}s; "
+               f"logs in {mk.run_dir}",
+               *_sidecar_lines(mk.sidecar),
+               *kubeconfig_lines(mk.kubeconfig_files)]  # fmt: skip
 
 
-def _loopback(args: argparse.Namespace, out: Path) -> int:
-    from mkpolicy.cli.dev import crd_files
+@contextlib.contextmanager
+def _loopback(args: argparse.Namespace, out: Path) -> Iterator[list[str]]:
+    """Loopback API servers with MultiKueue's objects, the sidecar with --policies (stopped on exit);
+    yields what to tell the user."""
     from mkpolicy.testing.kueue.env import loopback_multikueue
     from mkpolicy.testing.peers.sidecar import SidecarProcess
 
@@ -209,14 +188,10 @@ def _loopback(args: argparse.Namespace, out: Path) -> int:
                 sidecar = SidecarProcess(Path(state.name), env.manager, files["manager"], workers,
                                          Path(args.policies))  # fmt: skip
                 sidecar.start()
-            print("MultiKueue objects on loopback API servers (no Kueue runs; --real for real Kueue)", flush=True)
-            if sidecar is not None:
-                print(f"sidecar between the manager and the workers: {sidecar.process.log}", flush=True)
-            _print_kubeconfigs(files)
-            _wait_for_signal()
+            yield ["MultiKueue objects on loopback API servers (no Kueue runs; --real for real Kueue)",
+                   *_sidecar_lines(sidecar),
+                   *kubeconfig_lines(files)]  # fmt: skip
         finally:
             if sidecar is not None:
                 sidecar.stop()
             state.cleanup()
-    print("stopped", flush=True)
-    return 0
