@@ -11,7 +11,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mkpolicy.cli.dev_serve import crd_files, kubeconfig_dir, kubeconfig_lines, until_interrupted
+from mkpolicy.cli.dev_serve import (
+    crd_files,
+    kubeconfig_dir,
+    kubeconfig_dir_problem,
+    kubeconfig_lines,
+    until_interrupted,
+)
 
 if TYPE_CHECKING:
     from mkpolicy.testing.peers.sidecar import SidecarProcess
@@ -134,6 +140,10 @@ def multikueue(args: argparse.Namespace) -> int:
             expected = ", ".join(known)
             error(f"--kueue-version {args.kueue_version}: no module for it in peers/; expected one of {expected}")
             return EXIT_USAGE
+    problem = kubeconfig_dir_problem(args.kubeconfig_dir) if args.kubeconfig_dir else None
+    if problem:
+        error(problem)
+        return EXIT_USAGE
     frameworks = args.framework or ["PipelineRun.v1.tekton.dev"]
     try:
         with kubeconfig_dir(args.kubeconfig_dir) as out:

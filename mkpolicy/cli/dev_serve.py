@@ -26,6 +26,17 @@ def crd_files(paths: list[str]) -> list[str]:
     return files
 
 
+def kubeconfig_dir_problem(given: str) -> str | None:
+    """Why kubeconfigs cannot be written into the folder ``given`` (made if missing); None: they can."""
+    try:
+        Path(given).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"--kubeconfig-dir {given}: cannot make the folder: {exc.strerror or exc}"
+    if not os.access(given, os.W_OK | os.X_OK):
+        return f"--kubeconfig-dir {given}: the folder is not writable"
+    return None
+
+
 @contextlib.contextmanager
 def kubeconfig_dir(given: str | None) -> Iterator[Path]:
     """The folder ``given`` (made if missing), or a temporary one; on exit, the ``*.kubeconfig`` files

@@ -85,7 +85,9 @@ def test_loopback_with_the_sidecar_wired(tmp_path: Path) -> None:
     (["--policies", "/nonexistent"], "/nonexistent: no such file or directory"),
     (["--real", "--kueue-version", "0.18.0"],
      "--kueue-version 0.18.0: no module for it in peers/; expected one of v0.19.2, v0.17.1"),
-], ids=["no-workers", "missing-crd", "missing-policies", "unknown-kueue"])  # fmt: skip
+    (["--kubeconfig-dir", "/dev/null/kubeconfigs"],
+     "--kubeconfig-dir /dev/null/kubeconfigs: cannot make the folder: "),
+], ids=["no-workers", "missing-crd", "missing-policies", "unknown-kueue", "unwritable-dir"])  # fmt: skip
 def test_bad_options_exit_2(args: list[str], message: str) -> None:
     proc = subprocess.run([sys.executable, "-m", "mkpolicy", "dev", "multikueue", *args],
                           capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
