@@ -291,24 +291,23 @@ def test_a_running_job_its_user_suspends_is_put_on_hold() -> None:
     """JobWithOnHold: the user's suspension releases the quota (QuotaReserved False, OnHold) and is
     never lifted by Kueue; once the user resumes the job it is queued again."""
 
+    async def user_sets_suspend(srv: ApiServer, kueue: Kueue, suspend: bool, key: str, value: str, what: str) -> Any:
+        """The user sets the job's suspend; the Workload once its QuotaReserved ``key`` is ``value``."""
+        job = kueue.job()
+        job["spec"]["suspend"] = suspend
+        srv.update(job)
+        return await eventually(
+            lambda: (w := kueue.workload()) and condition(w, "QuotaReserved")[key] == value and w,  # type: ignore[index]
+            what=what)  # fmt: skip
+
     async def scenario(srv: ApiServer, kueue: Kueue, ctl: Controller) -> None:
         await admitted_and_started(srv, kueue)
-        job = kueue.job()
-        job["spec"]["suspend"] = True  # the user pauses it
-        srv.update(job)
-        held = await eventually(
-            lambda: (w := kueue.workload()) and condition(w, "QuotaReserved")["status"] == "False" and w,  # type: ignore[index]
-            what="on hold")  # fmt: skip
+        held = await user_sets_suspend(srv, kueue, True, "status", "False", "on hold")  # the user pauses it
         assert condition(held, "QuotaReserved")["reason"] == "OnHold"  # type: ignore[index]
         assert "admission" not in held["status"]
         await asyncio.sleep(0.5)
         assert MARKER not in (kueue.job()["metadata"].get("annotations") or {})
-        job = kueue.job()
-        job["spec"]["suspend"] = False  # the user resumes it
-        srv.update(job)
-        requeued = await eventually(
-            lambda: (w := kueue.workload()) and condition(w, "QuotaReserved")["reason"] == "Pending" and w,  # type: ignore[index]
-            what="queued again")  # fmt: skip
+        requeued = await user_sets_suspend(srv, kueue, False, "reason", "Pending", "queued again")  # ... resumes it
         assert requeued["metadata"]["uid"] == held["metadata"]["uid"]
         stopped = await eventually(
             lambda: (j := kueue.job())["spec"]["suspend"] is True and j, what="suspended by Kueue"
