@@ -44,7 +44,9 @@ Two kinds of clusters:
 
 With --policies DIR, the mkpolicy sidecar runs between the manager and the workers
 ('mkpolicy sidecar --wire'): the MultiKueueCluster Secrets point at it and every object
-of a policy's kind is transformed on its way to a worker and back.
+of a policy's kind is transformed on its way to a worker and back. The manager must serve
+each policy's kind (a bundled CRD, or --crd): a policy whose kind it does not serve stays
+pending, the sidecar never becomes ready, and the start fails after a minute naming it.
 
 Nobody plays Tekton (or your kind's controller): on the manager, create the job with
 spec.managedBy: kueue.x-k8s.io/multikueue and its Workload (with a controller

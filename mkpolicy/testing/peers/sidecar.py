@@ -32,12 +32,24 @@ class Manager(Protocol):
     def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]: ...
 
 
+class NotReady(Exception):
+    """A readiness endpoint answered other than 200; the message says what it reports failing."""
+
+
 def http_ok(url: str) -> bool:
-    """Whether ``url`` answers 200 (plain HTTP)."""
+    """Whether ``url`` answers 200 (plain HTTP); :class:`NotReady` with the failing checks the answer
+    lists otherwise (mkpolicy's ``fail ...`` lines, Kubernetes' ``[-]...`` ones), so that a wait that
+    gives up says why (:func:`~mkpolicy.testing.peers.processes.wait_until` quotes the last error)."""
+    import urllib.error
     import urllib.request
 
-    with urllib.request.urlopen(url, timeout=5) as resp:
-        return bool(resp.status == 200)
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return bool(resp.status == 200)
+    except urllib.error.HTTPError as exc:
+        body = exc.read(64 * 1024).decode(errors="replace")
+        failing = [line for line in body.splitlines() if line.startswith(("fail ", "[-]"))]
+        raise NotReady(f"{exc.code}: " + ("; ".join(failing) or body.strip()[:300])) from None
 
 
 class SidecarProcess:
