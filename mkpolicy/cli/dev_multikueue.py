@@ -45,8 +45,8 @@ Two kinds of clusters:
 With --policies DIR, the mkpolicy sidecar runs between the manager and the workers
 ('mkpolicy sidecar --wire'): the MultiKueueCluster Secrets point at it and every object
 of a policy's kind is transformed on its way to a worker and back. The manager must serve
-each policy's kind (a bundled CRD, or --crd): a policy whose kind it does not serve stays
-pending, the sidecar never becomes ready, and the start fails after a minute naming it.
+each policy's kind (the bundled Tekton CRD, or --crd) for the policy to act: a policy
+whose kind it does not serve stays pending (listed at start) while the others work.
 
 Nobody plays Tekton (or your kind's controller): on the manager, create the job with
 spec.managedBy: kueue.x-k8s.io/multikueue and its Workload (with a controller
@@ -162,7 +162,10 @@ def multikueue(args: argparse.Namespace) -> int:
 
 
 def _sidecar_lines(sidecar: SidecarProcess | None) -> list[str]:
-    return [] if sidecar is None else [f"sidecar between the manager and the workers: {sidecar.process.log}"]
+    if sidecar is None:
+        return []
+    pending = [f"  pending (give its CRD with --crd): {p}" for p in sidecar.pending]
+    return [f"sidecar between the manager and the workers: {sidecar.process.log}", *pending]
 
 
 @contextlib.contextmanager
@@ -174,7 +177,7 @@ def _real(args: argparse.Namespace, frameworks: list[str], out: Path) -> Iterato
     started = time.monotonic()
     mk = RealMultiKueue(args.workers, kueue_version=args.kueue_version or KUEUE_VERSION, frameworks=frameworks,
                         policies=Path(args.policies) if args.policies else None,
-                        crds=[Path(c) for c in args.crd], kubeconfig_dir=out, log=_log)  # fmt: skip
+                        crds=[Path(c) for c in args.crd], kubeconfig_dir=out, pending_ok=True, log=_log)  # fmt: skip
     with mk:
         yield [f"MultiKueue on real peers (Kueue {mk.kueue_version}) up in {time.monotonic() - started:.0f}s; "
                f"logs in {mk.run_dir}",
@@ -199,7 +202,7 @@ def _loopback(args: argparse.Namespace, out: Path) -> Iterator[list[str]]:
             if args.policies:
                 sidecar = SidecarProcess(Path(state.name), env.manager, files["manager"], workers,
                                          Path(args.policies))  # fmt: skip
-                sidecar.start()
+                sidecar.start(pending_ok=True)
             yield ["MultiKueue objects on loopback API servers (no Kueue runs; --real for real Kueue)",
                    *_sidecar_lines(sidecar),
                    *kubeconfig_lines(files)]  # fmt: skip

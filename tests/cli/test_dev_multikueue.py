@@ -79,6 +79,19 @@ def test_loopback_with_the_sidecar_wired(tmp_path: Path) -> None:
     assert list(out_dir.iterdir()) == []  # the kubeconfigs pointed at servers that are gone
 
 
+@pytest.mark.timeout(120)
+def test_the_shipped_policies_folder_starts_with_the_kinds_not_served_pending(tmp_path: Path) -> None:
+    """The folder the docs show: Tekton (its CRD bundled) works, the kinds without a CRD wait, listed."""
+    proc = launch("--workers", "1", "--policies", str(ROOT / "policies"), "--kubeconfig-dir", str(tmp_path / "kc"))
+    try:
+        pending = [line.strip() for line in started(proc) if "pending" in line]
+    finally:
+        interrupted(proc)
+    assert [line.split(": ", 1)[1].split(" (")[0] for line in pending] == ["argo-workflow", "batchrun"]
+    assert all(line.startswith("pending (give its CRD with --crd): ") for line in pending)
+    assert all(line.endswith("the manager cluster does not serve this kind") for line in pending)
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--workers", "0"], "--workers must be at least 1, found 0"),
     (["--crd", "/nonexistent.yaml"], "/nonexistent.yaml: no such file or directory"),

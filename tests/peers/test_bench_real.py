@@ -44,11 +44,13 @@ def test_real_peer_bench_runs_tiny(capsys: pytest.CaptureFixture[str]) -> None:
     # real Kueue drove the job through the sidecar: its reconciles counted, its requests answered
     assert r["reconciles"] > 0 and r["sidecar_requests"] > 0
     assert r["cpu_per_reconcile_ms"] > 0 and r["workers_per_core"] > 0 and r["cpu_pt_ms"] > 0
+    assert r["goproxy_cpu_per_reconcile_ms"] >= 0  # (one job: within /proc's 10 ms ticks)
     # the table a user reads renders from these figures
     bench_module("sidecar_real").report(r)
     table = capsys.readouterr().out
     for row in ("pass-through GET p50", "transformed POST p99", "dispatch: admitted -> copy created mean",
-                "status: worker -> manager written mean", "per reconcile", "workers per sidecar core"):  # fmt: skip
+                "status: worker -> manager written mean", "per reconcile", "the Go proxy's CPU per reconcile",
+                "workers per sidecar core"):  # fmt: skip
         assert row in table
 
 

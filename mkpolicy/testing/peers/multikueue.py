@@ -197,6 +197,7 @@ class RealMultiKueue:
         kueue_log_level: int = 2,
         worker_lost_timeout: str = "5m",
         request_log: bool = True,
+        pending_ok: bool = False,
         log: Callable[[str], None] = print,
     ) -> None:
         self.kueue_version = build.normalize_kueue_version(kueue_version)
@@ -209,6 +210,8 @@ class RealMultiKueue:
         self.worker_lost_timeout = worker_lost_timeout
         #: Whether the sidecar logs request shapes (``logging.requestLog``; off in a default configuration).
         self.request_log = request_log
+        #: Whether the sidecar may start with policies pending (:meth:`SidecarProcess.start`).
+        self.pending_ok = pending_ok
         self.log = log
         self.plane = ControlPlane(run_dir, log=log, kueue_versions=[self.kueue_version])
         self.kubeconfig_dir = kubeconfig_dir or self.plane.run_dir / "kubeconfigs"
@@ -490,7 +493,7 @@ class RealMultiKueue:
         kubeconfig = self.manager.write_kubeconfig(folder / "manager.kubeconfig")
         self.sidecar = SidecarProcess(folder, self.manager.admin, kubeconfig, self.worker_names, self.policies,
                                       kueue_version=self.kueue_version,
-                                      request_log=self.request_log).start()  # fmt: skip
+                                      request_log=self.request_log).start(pending_ok=self.pending_ok)  # fmt: skip
 
     # -- teardown ----------------------------------------------------------------------------------------
 
