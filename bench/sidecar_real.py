@@ -559,9 +559,13 @@ def report(r: dict[str, Any]) -> None:
         f"ms: {'ok' if ok else 'MISSED'}), {r['cpu_per_request_ms']:.2f} ms per request ({r['sidecar_requests']:.0f} "
         "requests)"
     )
+    # (the Go proxy counts no requests: Kueue's same work is taken as the sidecar's requests per reconcile)
+    per_request = r["goproxy_cpu_per_reconcile_ms"] * r["reconciles"] / max(r["sidecar_requests"], 1)
+    go_workers = 1000 / (per_request * CLIENT_QPS * CLIENTS_PER_WORKER) if per_request else float("inf")
     print(
         f"the Go proxy's CPU per reconcile of its MultiKueue (Kueue's same work, nothing transformed): "
-        f"{r['goproxy_cpu_per_reconcile_ms']:.2f} ms"
+        f"{r['goproxy_cpu_per_reconcile_ms']:.2f} ms, about {per_request:.2f} ms per request: {go_workers:.0f} workers "
+        "per core"
     )
     print(
         f"sidecar CPU per request alone: pass-through GET {r['cpu_pt_ms']:.2f} ms, transformed GET "
