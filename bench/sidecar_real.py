@@ -389,14 +389,16 @@ def established(port: int) -> bool:
     return False
 
 
+def go_proxy(mk: RealMultiKueue, folder: Path) -> GoProxy:
+    """The Go proxy for ``mk``'s worker, with the worker's admin credentials (not started)."""
+    pki = mk.plane.pki
+    return GoProxy(folder, mk.workers[WORKER].url, pki.ca.cert_pem, client_cert=(pki.admin.cert_pem, pki.admin.key_pem))
+
+
 @contextlib.contextmanager
 def go_proxied(mk: RealMultiKueue, folder: Path) -> Iterator[GoProxy]:
     """The Go proxy between ``mk``'s Kueue and its worker: the worker's Secret rewired to it, Kueue connected."""
-    pki = mk.plane.pki
-    proxy = GoProxy(
-        folder, mk.workers[WORKER].url, pki.ca.cert_pem, client_cert=(pki.admin.cert_pem, pki.admin.key_pem)
-    )
-    with proxy:
+    with go_proxy(mk, folder) as proxy:
         ca = base64.b64encode(proxy.ca.cert_pem).decode()
         mk.write_worker_secret(WORKER, {
             "apiVersion": "v1", "kind": "Config", "current-context": WORKER,
@@ -455,14 +457,8 @@ def run(jobs: int, requests: int, rounds: int, posts: int, kueue_version: str) -
         with multikueues(kueue_version, tmp) as (mks, e2e_proxy):
             wired = mks["sidecar"]
             results["bringup_s"] = time.monotonic() - started
-            worker = wired.workers[WORKER]
             ns = seed_wire(wired, posts)
-            with GoProxy(
-                tmp / "goproxy",
-                worker.url,
-                wired.plane.pki.ca.cert_pem,
-                client_cert=(wired.plane.pki.admin.cert_pem, wired.plane.pki.admin.key_pem),
-            ) as proxy:
+            with go_proxy(wired, tmp / "goproxy") as proxy:
                 log(f"the wire: {requests} GETs per side and kind, {posts} POSTs per side")
                 results.update(asyncio.run(wire(wired, proxy, ns, requests, rounds, posts)))
             sides = {name: Jobs(mk, name) for name, mk in mks.items()}
