@@ -157,6 +157,9 @@ def multikueue(args: argparse.Namespace) -> int:
     except MkpolicyError as exc:
         print(exc.report(), file=sys.stderr)
         return EXIT_FINDINGS
+    except OSError as exc:  # e.g. a kubeconfig that cannot be written (everything started is stopped by now)
+        error(f"{exc.filename2 or exc.filename}: {exc.strerror}" if exc.filename else exc)  # (a rename: its target)
+        return EXIT_FINDINGS
     except KeyboardInterrupt:
         return EXIT_OK
 

@@ -92,6 +92,19 @@ def test_the_shipped_policies_folder_starts_with_the_kinds_not_served_pending(tm
     assert all(line.endswith("the manager cluster does not serve this kind") for line in pending)
 
 
+@pytest.mark.timeout(120)
+def test_a_kubeconfig_that_cannot_be_written_is_an_error_line(tmp_path: Path) -> None:
+    """Found while starting (here a folder where manager.kubeconfig goes): everything stopped, no traceback."""
+    out_dir = tmp_path / "kc"
+    (out_dir / "manager.kubeconfig").mkdir(parents=True)
+    proc = subprocess.run([sys.executable, "-m", "mkpolicy", "dev", "multikueue", "--kubeconfig-dir", str(out_dir)],
+                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"error: {out_dir / 'manager.kubeconfig'}: "), proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) == 1
+    assert [p.name for p in out_dir.iterdir()] == ["manager.kubeconfig"]  # (the user's, kept)
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--workers", "0"], "--workers must be at least 1, found 0"),
     (["--crd", "/nonexistent.yaml"], "/nonexistent.yaml: no such file or directory"),

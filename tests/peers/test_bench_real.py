@@ -39,10 +39,14 @@ def test_real_peer_bench_runs_tiny(capsys: pytest.CaptureFixture[str]) -> None:
         for side in ("direct", "go", "mkpolicy"):
             assert r[f"{measure}_{side}"]["p50"] > 0 and r[f"{measure}_{side}"]["p99"] > 0
     for key in ("dispatch", "dispatch_from_reserved", "status"):
-        for side in ("direct", "goproxy", "sidecar"):  # (Kueue through the Go proxy too)
+        for side in ("direct", "goproxy", "sidecar"):  # one manager Kueue, a worker per route
             assert r[f"{key}_{side}"]["p50"] > 0
-    # real Kueue drove the job through the sidecar: its reconciles counted, its requests answered
-    assert r["reconciles"] > 0 and r["sidecar_requests"] > 0
+    # real Kueue drove the job through the sidecar: its reconciles counted, its requests answered, among
+    # them the policy's create and its transformed reads
+    assert r["reconciles"] > 0 and r["sidecar_requests"] == sum(r["mix_per_job"].values())
+    assert (
+        r["mix_per_job"]["create 201 tekton-pipelinerun"] == 1 and r["mix_per_job"]["get 200 tekton-pipelinerun"] >= 1
+    )
     assert r["cpu_per_reconcile_ms"] > 0 and r["workers_per_core"] > 0 and r["cpu_pt_ms"] > 0
     assert r["goproxy_cpu_per_reconcile_ms"] >= 0  # (one job: within /proc's 10 ms ticks)
     # the table a user reads renders from these figures
@@ -50,7 +54,7 @@ def test_real_peer_bench_runs_tiny(capsys: pytest.CaptureFixture[str]) -> None:
     table = capsys.readouterr().out
     for row in ("pass-through GET p50", "transformed POST p99", "dispatch: admitted -> copy created mean",
                 "status: worker -> manager written mean", "per reconcile", "the Go proxy's CPU per reconcile",
-                "workers per sidecar core"):  # fmt: skip
+                "Kueue's requests through the sidecar per job", "workers per sidecar core"):  # fmt: skip
         assert row in table
 
 

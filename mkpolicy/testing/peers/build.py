@@ -40,6 +40,8 @@ KUBE_VERSION = "v1.36.3"
 KUEUE_VERSIONS = ("v0.19.2", "v0.17.1")
 KUEUE_VERSION = KUEUE_VERSIONS[0]
 BUILD_DATE = "2026-01-01T00:00:00Z"
+#: The version of a peer built from the project's own source: this, then a hash of the source.
+SOURCE_KEY = "src-"
 #: The Go compiler's own garbage collector run four times less often, each compile's heap held
 #: under a soft limit: a cold build costs about a fifth less CPU (docs/testing.md, measured),
 #: and the binaries are the same (the environment the user sets wins).
@@ -102,7 +104,8 @@ def goproxy() -> Peer:
     digest = hashlib.sha256()
     for name in ("go.mod", "main.go"):
         digest.update((modules_dir() / "goproxy" / name).read_bytes())
-    return Peer("goproxy", f"src-{digest.hexdigest()[:12]}", "goproxy", "mkpolicy.test/peers/goproxy", "goproxy")
+    version = f"{SOURCE_KEY}{digest.hexdigest()[:12]}"
+    return Peer("goproxy", version, "goproxy", "mkpolicy.test/peers/goproxy", "goproxy")
 
 
 def all_peers(kueue_versions: Sequence[str] = KUEUE_VERSIONS) -> list[Peer]:
@@ -250,7 +253,18 @@ def build(
         raise PeerBuildError(f"go build of {peer.key} failed (exit {code}) in {module}; go's last lines:\n{quoted}")
     os.replace(partial, out)
     log(f"built {peer.key} in {_format(time.monotonic() - start)}: {out}")
+    for old in superseded(peer):
+        shutil.rmtree(old, ignore_errors=True)
+        log(f"removed {old.name}: an earlier build of {peer.name}'s source")
     return out
+
+
+def superseded(peer: Peer) -> list[Path]:
+    """The cache folders of earlier builds of ``peer``'s own source (``<name>-src-*`` other than its key):
+    a release is kept (another test may ask for it), an edited source's old build never is."""
+    if not peer.version.startswith(SOURCE_KEY):
+        return []
+    return sorted(p for p in cache_dir().glob(f"{peer.name}-{SOURCE_KEY}*") if p.name != peer.key)
 
 
 def ensure(

@@ -180,7 +180,8 @@ class RealMultiKueue:
     ``manager.kubeconfig``, ``worker1.kubeconfig``...; ``run_dir``: where everything
     else goes (a temporary folder by default, removed at stop). ``request_log``: the sidecar
     logs every request's shape (``logging.requestLog``, which tests read); False runs it
-    without, as its configuration does by default (the benches).
+    without, as its configuration does by default (the benches). ``sidecar_workers``: the
+    workers the sidecar stands in front of (default: all); the others Kueue reaches directly.
     """
 
     def __init__(
@@ -198,6 +199,7 @@ class RealMultiKueue:
         worker_lost_timeout: str = "5m",
         request_log: bool = True,
         pending_ok: bool = False,
+        sidecar_workers: Sequence[str] | None = None,
         log: Callable[[str], None] = print,
     ) -> None:
         self.kueue_version = build.normalize_kueue_version(kueue_version)
@@ -212,6 +214,9 @@ class RealMultiKueue:
         self.request_log = request_log
         #: Whether the sidecar may start with policies pending (:meth:`SidecarProcess.start`).
         self.pending_ok = pending_ok
+        self.sidecar_workers = list(self.worker_names if sidecar_workers is None else sidecar_workers)
+        if unknown := sorted(set(self.sidecar_workers) - set(self.worker_names)):
+            raise ValueError(f"sidecar_workers: expected some of {self.worker_names}, found {unknown}")
         self.log = log
         self.plane = ControlPlane(run_dir, log=log, kueue_versions=[self.kueue_version])
         self.kubeconfig_dir = kubeconfig_dir or self.plane.run_dir / "kubeconfigs"
@@ -241,15 +246,31 @@ class RealMultiKueue:
         """Where logs, configs and certificates are."""
         return self.plane.run_dir
 
-    def new_namespace(self, name: str | None = None) -> str:
-        """A namespace on every cluster with LocalQueue ``lq`` (to ClusterQueue ``cq``) in it."""
+    def new_namespace(self, name: str | None = None, *, manager_queue: str = CLUSTER_QUEUE) -> str:
+        """A namespace on every cluster with LocalQueue ``lq`` in it: to ClusterQueue ``cq`` on the
+        workers, to ``manager_queue`` on the manager (one :meth:`add_route` made)."""
         ns = name or f"mkpolicy-e2e-{secrets.token_hex(4)}"
-        for cluster in self.plane.clusters.values():
+        for cluster_name, cluster in self.plane.clusters.items():
+            queue = manager_queue if cluster_name == "manager" else CLUSTER_QUEUE
             cluster.admin.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
             cluster.admin.create({"apiVersion": KUEUE_API, "kind": "LocalQueue",
                                   "metadata": {"name": LOCAL_QUEUE, "namespace": ns},
-                                  "spec": {"clusterQueue": CLUSTER_QUEUE}})  # fmt: skip
+                                  "spec": {"clusterQueue": queue}})  # fmt: skip
         return ns
+
+    def add_route(self, name: str, workers: Sequence[str]) -> None:
+        """A ClusterQueue ``name`` on the manager whose MultiKueue AdmissionCheck (``name``, with a
+        MultiKueueConfig ``name``) dispatches to ``workers`` only; returns once the check is
+        ``Active``. Jobs queued in a namespace made with ``new_namespace(manager_queue=name)``
+        go to those workers: one manager Kueue drives jobs to each worker side by side."""
+        self._apply_check(name, workers)
+        self.manager.apply(self._cluster_queue("1000", check=name, name=name))
+
+        def active() -> bool:
+            check = self.manager.admin.get(KUEUE_API, "AdmissionCheck", name)
+            return (_condition(check, "Active") or {}).get("status") == "True"
+
+        wait_until(self.kueues["manager"].process, active, f"AdmissionCheck {name} Active", READY_TIMEOUT)
 
     def delete_namespace(self, ns: str) -> None:
         """Delete ``ns`` everywhere (no controller-manager runs: it stays Terminating; names are unique)."""
@@ -260,7 +281,7 @@ class RealMultiKueue:
     def set_quota(self, worker: str, cpu: str) -> None:
         """Change a worker ClusterQueue's cpu ``nominalQuota``."""
         self.quota[worker] = cpu
-        self.workers[worker].apply(self._cluster_queue(cpu, with_check=False))
+        self.workers[worker].apply(self._cluster_queue(cpu, check=None))
 
     def restart_sidecar(self) -> None:
         """Stop the sidecar and start it again (same ports and state folder)."""
@@ -443,21 +464,31 @@ class RealMultiKueue:
                 crds.append(crd)
         return crds
 
-    def _cluster_queue(self, cpu: str, *, with_check: bool) -> dict[str, Any]:
+    def _cluster_queue(self, cpu: str, *, check: str | None, name: str = CLUSTER_QUEUE) -> dict[str, Any]:
         spec: dict[str, Any] = {
             "namespaceSelector": {},
             "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{"name": FLAVOR, "resources": [
                 {"name": "cpu", "nominalQuota": cpu}, {"name": "memory", "nominalQuota": "64Gi"}]}]}],
         }  # fmt: skip
-        if with_check:
-            spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": CHECK}]}
-        return {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": CLUSTER_QUEUE}, "spec": spec}
+        if check is not None:
+            spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": check}]}
+        return {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
+
+    def _apply_check(self, name: str, workers: Sequence[str]) -> None:
+        """MultiKueueConfig ``name`` of ``workers`` and the AdmissionCheck ``name`` on it."""
+        manager = self.manager
+        manager.apply({"apiVersion": KUEUE_API, "kind": "MultiKueueConfig", "metadata": {"name": name},
+                       "spec": {"clusters": list(workers)}})  # fmt: skip
+        manager.apply({"apiVersion": KUEUE_API, "kind": "AdmissionCheck", "metadata": {"name": name},
+                       "spec": {"controllerName": "kueue.x-k8s.io/multikueue",
+                                "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig",
+                                               "name": name}}})  # fmt: skip
 
     def _configure(self) -> None:
         flavor = {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": FLAVOR}}
         for worker, cluster in self.workers.items():
             cluster.apply(flavor)
-            cluster.apply(self._cluster_queue(self.quota[worker], with_check=False))
+            cluster.apply(self._cluster_queue(self.quota[worker], check=None))
         manager = self.manager
         for worker, cluster in self.workers.items():
             kubeconfig = yaml.safe_dump(cluster.kubeconfig(cluster=worker)).encode()
@@ -471,14 +502,9 @@ class RealMultiKueue:
             manager.apply({"apiVersion": KUEUE_API, "kind": "MultiKueueCluster", "metadata": {"name": worker},
                            "spec": {"clusterSource": {"kubeConfig": {"locationType": "Secret",
                                                                      "location": f"{worker}-secret"}}}})  # fmt: skip
-        manager.apply({"apiVersion": KUEUE_API, "kind": "MultiKueueConfig", "metadata": {"name": CHECK},
-                       "spec": {"clusters": self.worker_names}})  # fmt: skip
-        manager.apply({"apiVersion": KUEUE_API, "kind": "AdmissionCheck", "metadata": {"name": CHECK},
-                       "spec": {"controllerName": "kueue.x-k8s.io/multikueue",
-                                "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig",
-                                               "name": CHECK}}})  # fmt: skip
+        self._apply_check(CHECK, self.worker_names)
         manager.apply(flavor)
-        manager.apply(self._cluster_queue("1000", with_check=True))
+        manager.apply(self._cluster_queue("1000", check=CHECK))
 
     def _write_kueue_config(self) -> None:
         """The manager Kueue's Configuration in ConfigMap ``kueue-manager-config`` (where the sidecar reads it)."""
@@ -491,7 +517,7 @@ class RealMultiKueue:
         assert self.policies is not None
         folder = self.run_dir / "sidecar"
         kubeconfig = self.manager.write_kubeconfig(folder / "manager.kubeconfig")
-        self.sidecar = SidecarProcess(folder, self.manager.admin, kubeconfig, self.worker_names, self.policies,
+        self.sidecar = SidecarProcess(folder, self.manager.admin, kubeconfig, self.sidecar_workers, self.policies,
                                       kueue_version=self.kueue_version,
                                       request_log=self.request_log).start(pending_ok=self.pending_ok)  # fmt: skip
 

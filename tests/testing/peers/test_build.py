@@ -94,6 +94,20 @@ def test_the_checkout_has_a_module_per_peer() -> None:
     assert build.known_kueue_versions() == list(build.KUEUE_VERSIONS)
 
 
+def test_a_new_build_of_our_own_source_removes_the_old_one(tmp_path: Path, cache: Path) -> None:
+    """Source-keyed builds (the Go proxy) pile up as the source is edited; releases are kept."""
+    release = build.ensure([tiny(tmp_path)], log=lambda _: None)["tiny-v1.2.3"]
+    old = build.ensure([tiny(tmp_path, version="src-aaaaaaaaaaaa")], log=lambda _: None)["tiny-src-aaaaaaaaaaaa"]
+    lines: list[str] = []
+    new = build.ensure([tiny(tmp_path, version="src-bbbbbbbbbbbb")], log=lines.append)["tiny-src-bbbbbbbbbbbb"]
+    assert sorted(p.name for p in cache.iterdir() if not p.name.startswith(".")) == [
+        "tiny-src-bbbbbbbbbbbb",
+        "tiny-v1.2.3",
+    ]
+    assert new.is_file() and release.is_file() and not old.parent.exists()
+    assert "removed tiny-src-aaaaaaaaaaaa: an earlier build of tiny's source" in lines
+
+
 def test_kube_apiserver_gets_the_version_ldflags() -> None:
     flags = build.kube_apiserver("v1.36.3").ldflags
     assert "-X k8s.io/component-base/version.gitVersion=v1.36.3" in flags
