@@ -88,8 +88,9 @@ POST_WARMUP = 5
 BATCH_MS = 1000
 #: At least this many requests for a CPU-per-request figure (/proc counts CPU time in 10 ms ticks).
 CPU_REQUESTS = 200
-#: Seconds the sidecar's idle CPU (no job running) is measured over: /proc counts in 10 ms ticks and the
-#: idle rate is scaled to the whole Kueue window (about a minute), so 5 s left the net figures +-30% apart.
+#: Seconds the sidecar's idle CPU (no job running) is measured over; the idle rate is scaled to the whole
+#: Kueue window (minutes). In /proc/<pid>/stat's 10 ms ticks 5 s left the net figures +-30% apart, and 15 s
+#: was still one to three ticks: ``cpu_seconds`` counts nanoseconds where the kernel has them.
 IDLE_S = 15.0
 #: The worker of a MultiKueue of one (``multikueue_alone``).
 WORKER = "worker1"
