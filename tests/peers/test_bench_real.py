@@ -1,5 +1,5 @@
 """``bench/sidecar.py --real`` runs end to end in a tiny configuration (so that it cannot rot): one job
-per side, a few requests; every figure it reports is there and positive."""
+per side, a few requests; every figure it reports is there and positive. And how it reads its goal."""
 
 from __future__ import annotations
 
@@ -14,8 +14,6 @@ import pytest
 
 from mkpolicy.testing.peers.fixtures import require_peers
 
-pytestmark = [pytest.mark.real_peers, pytest.mark.timeout(600)]
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -28,6 +26,8 @@ def bench_module(name: str) -> Any:
         sys.path.remove(str(ROOT / "bench"))
 
 
+@pytest.mark.real_peers
+@pytest.mark.timeout(600)
 def test_real_peer_bench_runs_tiny(capsys: pytest.CaptureFixture[str]) -> None:
     require_peers()
     argv = [sys.executable, str(ROOT / "bench" / "sidecar.py"), "--real", "--jobs", "1", "--requests", "10",
@@ -58,6 +58,8 @@ def test_real_peer_bench_runs_tiny(capsys: pytest.CaptureFixture[str]) -> None:
         assert row in table
 
 
+@pytest.mark.real_peers
+@pytest.mark.timeout(600)
 def test_real_peer_bench_against_another_version_runs_tiny(capsys: pytest.CaptureFixture[str]) -> None:
     """``--real --against SRC``: this checkout's sidecar against SRC's (here the same checkout), every kind."""
     require_peers()
@@ -74,3 +76,17 @@ def test_real_peer_bench_against_another_version_runs_tiny(capsys: pytest.Captur
     bench_module("sidecar_versus").report(r)
     table = capsys.readouterr().out
     assert all(kind in table for kind in kinds)
+
+
+@pytest.mark.parametrize(("sidecar", "verdict"), [
+    ([20.0, 21.0, 22.0] * 20, "ok"),  # the same as direct, tight: the whole interval within 1.10x
+    ([30.0, 31.0, 32.0] * 20, "MISSED"),  # +50%, tight: none of it within
+    ([5.0, 21.0, 60.0] * 10, "unresolved: more --jobs"),  # the same median, spread wide, fewer jobs
+], ids=["same", "slower", "spread"])  # fmt: skip
+def test_the_latency_goal_is_read_on_the_interval(sidecar: list[float], verdict: str) -> None:
+    real = bench_module("sidecar_real")
+    direct = [20.0, 21.0, 22.0] * 20
+    ratio, low, high = real.median_ratio(sidecar, direct)
+    assert low <= ratio <= high
+    assert real.verdict(ratio, low, high) == verdict
+    assert real.median_ratio(sidecar, direct) == (ratio, low, high)  # seeded: the same samples, the same interval
