@@ -248,7 +248,7 @@ class RealMultiKueue:
 
     def new_namespace(self, name: str | None = None, *, manager_queue: str = CLUSTER_QUEUE) -> str:
         """A namespace on every cluster with LocalQueue ``lq`` in it: to ClusterQueue ``cq`` on the
-        workers, to ``manager_queue`` on the manager (one :meth:`add_route` made)."""
+        workers, to ``manager_queue`` on the manager (``cq``, or a ClusterQueue :meth:`add_route` made)."""
         ns = name or f"mkpolicy-e2e-{secrets.token_hex(4)}"
         for cluster_name, cluster in self.plane.clusters.items():
             queue = manager_queue if cluster_name == "manager" else CLUSTER_QUEUE
