@@ -158,8 +158,8 @@ def median_ratio(a: list[float], b: list[float], resamples: int = 2000) -> tuple
     return statistics.median(a) / statistics.median(b), ratios[resamples // 40], ratios[resamples - 1 - resamples // 40]
 
 
-def verdict(ratio: float, low: float, high: float, goal: float = GOAL_RATIO) -> str:
-    """A ratio's goal read on its interval: met when all of it is within, missed when none is."""
+def verdict(low: float, high: float, goal: float = GOAL_RATIO) -> str:
+    """A ratio's goal read on its 95% interval: met when all of it is within, missed when none is."""
     if high <= goal:
         return "ok"
     if low > goal:
@@ -572,7 +572,7 @@ def report(r: dict[str, Any]) -> None:
             if key != "dispatch_from_reserved" and q == "p50":  # the goal, read on the ratio's 95% interval
                 go, mk = r[f"{key}_goproxy_ratio"], r[f"{key}_sidecar_ratio"]
                 judged = (
-                    f"<= {GOAL_RATIO:.2f}x  {verdict(mk['p50'], mk['low'], mk['high'])} "
+                    f"<= {GOAL_RATIO:.2f}x  {verdict(mk['low'], mk['high'])} "
                     f"(95%: sidecar {mk['low']:.2f}-{mk['high']:.2f}x, Go proxy {go['low']:.2f}-{go['high']:.2f}x)"
                 )
             print(f"{label + ' ' + q:40} {a:9.0f} {g:9.0f} {b:9.0f} {g / a:9.2f}x {b / a:10.2f}x   {judged}")

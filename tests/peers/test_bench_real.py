@@ -48,7 +48,7 @@ def test_real_peer_bench_runs_tiny(capsys: pytest.CaptureFixture[str]) -> None:
         r["mix_per_job"]["create 201 tekton-pipelinerun"] == 1 and r["mix_per_job"]["get 200 tekton-pipelinerun"] >= 1
     )
     assert r["cpu_per_reconcile_ms"] > 0 and r["workers_per_core"] > 0 and r["cpu_pt_ms"] > 0
-    assert r["goproxy_cpu_per_reconcile_ms"] >= 0  # (one job: within /proc's 10 ms ticks)
+    assert r["goproxy_cpu_per_reconcile_ms"] >= 0  # (one job: 0 where only /proc's 10 ms ticks are counted)
     # the table a user reads renders from these figures
     bench_module("sidecar_real").report(r)
     table = capsys.readouterr().out
@@ -88,5 +88,5 @@ def test_the_latency_goal_is_read_on_the_interval(sidecar: list[float], verdict:
     direct = [20.0, 21.0, 22.0] * 20
     ratio, low, high = real.median_ratio(sidecar, direct)
     assert low <= ratio <= high
-    assert real.verdict(ratio, low, high) == verdict
+    assert real.verdict(low, high) == verdict
     assert real.median_ratio(sidecar, direct) == (ratio, low, high)  # seeded: the same samples, the same interval
