@@ -40,6 +40,9 @@ token bucket, 5 QPS burst 10 (``client-go/rest/config.go`` ``RESTClientFor``;
 ``controller-runtime/pkg/client/client_rest_resources.go`` one client per kind). A worker's
 traffic to the sidecar is at most 3 such clients (Workloads, the job kind, metadata-only
 reads), 15 requests/s sustained: one core serves 1000 / (15 x CPU ms per request) workers.
+This run's requests come at Kueue's pace for a few jobs, each waking an idle event loop, which
+costs more than a request under load: ``--capacity N`` (``bench/sidecar_capacity.py``)
+measures the goal as stated, N workers at those limits through one sidecar.
 """
 
 from __future__ import annotations
@@ -607,11 +610,13 @@ def report(r: dict[str, Any]) -> None:
         f"sidecar CPU per request alone: pass-through GET {r['cpu_pt_ms']:.2f} ms, transformed GET "
         f"{r['cpu_tr_ms']:.2f} ms"
     )
-    ok = r["workers_per_core"] >= 100
+    # not the goal's reading: here each request wakes an idle event loop; --capacity loads it as the goal says
     print(
         f"workers per sidecar core at Kueue's client limits ({CLIENTS_PER_WORKER} clients x {CLIENT_QPS} QPS, "
-        f"burst {CLIENT_BURST}, per worker): 1000 / ({r['cpu_per_request_ms']:.2f} ms x "
-        f"{CLIENT_QPS * CLIENTS_PER_WORKER}/s) = {r['workers_per_core']:.0f} (goal >= 100: {'ok' if ok else 'MISSED'})"
+        f"burst {CLIENT_BURST}, per worker), at this run's pace: 1000 / ({r['cpu_per_request_ms']:.2f} ms x "
+        f"{CLIENT_QPS * CLIENTS_PER_WORKER}/s) = {r['workers_per_core']:.0f} (a request every "
+        f"{r['window_s'] / max(r['sidecar_requests'], 1) * 1000:.0f} ms; the goal, >= 100, is measured under "
+        "that load by --capacity N)"
     )
     print(f"(load average {r['loadavg']:.1f} on {r['cpus']} CPUs)")
 
@@ -638,9 +643,25 @@ def main(argv: list[str]) -> int:
         "git archive main mkpolicy | tar -x -C SRC), Kueue's requests kind by kind, --requests of each "
         "(bench/sidecar_versus.py)",
     )
+    parser.add_argument(
+        "--capacity",
+        metavar="N",
+        type=int,
+        help="instead: N workers at Kueue's client limits (15 requests/s each, Kueue's mix) through one sidecar "
+        "and then the Go proxy, --rounds of --seconds each: CPU per request under load, workers per core "
+        "(bench/sidecar_capacity.py)",
+    )
+    parser.add_argument("--seconds", type=float, default=30.0, help="with --capacity: seconds measured a round")
     args = parser.parse_args(argv)
     if build.go_binary() is None:
         parser.error("--real needs a Go toolchain to build the peers ('go' is not on PATH)")
+    if args.capacity is not None:
+        if args.capacity < 1:
+            parser.error(f"--capacity: expected 1 worker or more, got {args.capacity}")
+        import sidecar_capacity
+
+        version = build.normalize_kueue_version(args.kueue_version)
+        return sidecar_capacity.main(args.capacity, args.seconds, args.rounds, version, args.json)
     if args.against:
         import sidecar_versus
 

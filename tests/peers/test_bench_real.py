@@ -90,3 +90,42 @@ def test_the_latency_goal_is_read_on_the_interval(sidecar: list[float], verdict:
     assert low <= ratio <= high
     assert real.verdict(low, high) == verdict
     assert real.median_ratio(sidecar, direct) == (ratio, low, high)  # seeded: the same samples, the same interval
+
+
+@pytest.mark.real_peers
+@pytest.mark.timeout(600)
+def test_real_peer_capacity_bench_runs_tiny(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--real --capacity N``: N workers' load through the sidecar and the Go proxy; every request answered
+    as Kueue expects (the bench fails on any other answer), the figures there and positive."""
+    require_peers()
+    argv = [sys.executable, str(ROOT / "bench" / "sidecar.py"), "--real", "--capacity", "2", "--seconds", "2",
+            "--rounds", "1", "--json"]  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=540, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    r = json.loads(proc.stdout)
+    assert r["workers"] == 2 and r["offered"] == 30
+    for side in ("sidecar", "goproxy"):
+        (window,) = r[side]["rounds"]
+        assert window["requests"] > 0 and window["errors"] == 0 and window["watch_events"] > 0, side
+        # every kind of Kueue's requests was sent and answered within the window
+        assert set(window["by_kind_p50_ms"]) >= {"workload GET", "metadata GET", "transformed GET", "GET 404"}
+        assert r[side]["cpu_per_request_ms"] > 0 and r[side]["workers_per_core"] > 0
+    bench_module("sidecar_capacity").report(r)
+    table = capsys.readouterr().out
+    assert "one sidecar core serves" in table and "the Go proxy" in table
+
+
+def test_the_capacity_load_is_kueues_mix() -> None:
+    """A simulated worker's job is the mix the ``--real`` run counts through the sidecar's ``/metrics`` (21-22
+    requests, a fifth of them transformed), creations before the reads and deletions after them."""
+    capacity = bench_module("sidecar_capacity")
+    jobs = [capacity.job("ns1", j) for j in range(2)]
+    assert capacity.PER_JOB == 21.5
+    for calls in jobs:
+        transformed = [c for c in calls if c.kind.startswith("transformed")]
+        assert 0.18 <= len(transformed) / len(calls) <= 0.25
+        assert [c.method for c in calls[:3]] == ["GET", "POST", "POST"] and calls[0].expect == 404
+        assert [c.method for c in calls[-2:]] == ["DELETE", "DELETE"]
+        assert all("/namespaces/ns1/" in c.path for c in calls)
+        assert {c.client for c in calls} == {0, 1, 2}  # Workloads, the job kind, metadata-only reads
+    assert capacity.job("ns1", 0) == jobs[0]  # seeded: the same order every run

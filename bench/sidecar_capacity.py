@@ -1,0 +1,401 @@
+"""``bench/sidecar.py --real --capacity N``: N workers at Kueue's client limits through one sidecar, measured.
+
+The ``--real`` run judges "one sidecar core serves >= 100 workers" from the CPU of each
+request while Kueue drives a few jobs: a request every few hundred milliseconds, each
+waking an idle event loop. This mode measures the goal as it is stated: **N workers, each
+at Kueue's client limits** (15 requests/s: 3 REST clients of 5 QPS, ``sidecar_real``),
+through **one sidecar process** serving an endpoint per worker (the configuration a user
+writes, nothing else changed), then the same load through the **Go reverse proxy**.
+The figure is the process's CPU time over the requests it answered under that load; one
+core serves ``1000 / (15 x CPU ms per request)`` workers.
+
+The peers are the ``--real`` ones (``sidecar_real.multikueue_alone``: etcd, a manager and a
+worker kube-apiserver); the manager's Kueue is stopped and this script plays its part. Every
+worker of the sidecar is the same real worker API server (its own kubeconfig file, its
+own namespace on both clusters). Each simulated worker runs Kueue's requests for one job
+after another, paced at 15 per second, over three kept-alive connections (one per REST
+client: Workloads, the job kind, metadata-only reads) and holds Kueue's two watches
+(Workloads and PipelineRuns, the origin label selector, bookmarks) on its namespace. A
+job is Kueue's mix as the ``--real`` run counts it through the sidecar's ``/metrics``
+(bench/README.md): the GET of the copy before it exists (404), the copy's transformed
+create and the remote Workload's create, 5 Workload GETs, 5 GETs answered 404, 4
+metadata-only ownership GETs (protobuf), 2-3 transformed GETs of a copy (a live manager
+read and the policy's sync each), and the two DELETEs: 21.5 requests a job, a fifth of
+them transformed. The Go proxy relays the same requests to the same worker (nothing
+transformed: what a proxy in Go costs for the traffic, not for the policy).
+
+Sides alternate for ``--rounds`` rounds (sidecar, Go proxy, Go proxy, sidecar, ...) so
+both see the same machine; each round warms up, then measures ``--seconds``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import random
+import shutil
+import statistics
+import sys
+import time
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from sidecar import ORIGIN, Side, cpu_seconds, manager_run, pct, worker_status
+from sidecar_real import (
+    CLIENT_QPS,
+    CLIENTS_PER_WORKER,
+    WORKER,
+    copy_body,
+    go_proxy,
+    log,
+    multikueue_alone,
+)
+from sidecar_versus import DELETE_OPTIONS, METADATA, workload
+
+from mkpolicy.testing.peers.multikueue import KUEUE_API, RealMultiKueue
+from mkpolicy.testing.peers.processes import Process, free_port, wait_until
+from mkpolicy.testing.peers.sidecar import READY_TIMEOUT, http_ok
+
+#: Requests a second one worker sends at most (Kueue's client limits).
+RATE = CLIENT_QPS * CLIENTS_PER_WORKER
+#: Seconds of load before each measured window (connections, watches, the evaluator warm).
+WARMUP_S = 3.0
+#: Seconds each process's idle CPU is measured over before the load.
+IDLE_S = 10.0
+#: Seconds a request may take before it counts as failed (a stalled load is an error, not a hang).
+REQUEST_TIMEOUT = 60.0
+#: The goal: workers one sidecar core serves at those limits.
+GOAL_WORKERS = 100
+#: The copy each worker creates and deletes once a job, and the one it reads (seeded with a status).
+CREATED, READ = 1, 0
+#: Kueue's watch (``multikueuecluster.go`` ``establishWatch``: the origin label, bookmarks).
+WATCH_QUERY = urllib.parse.urlencode(
+    {"allowWatchBookmarks": "true", "labelSelector": f"{ORIGIN}=multikueue", "watch": "true"}
+)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One of Kueue's requests: its client (connection), method, path under the namespace, expected code."""
+
+    kind: str
+    client: int
+    method: str
+    path: str
+    expect: int
+    body: dict[str, Any] | None = None
+    accept: str = "application/json"
+
+
+def job(ns: str, j: int) -> list[Call]:
+    """Kueue's requests for job ``j`` of a worker whose namespace is ``ns``, in order (the creations first, the
+    deletions last, the reads between them in a seeded order)."""
+    wl, runs = f"/apis/{KUEUE_API}/namespaces/{ns}/workloads", f"/apis/tekton.dev/v1/namespaces/{ns}/pipelineruns"
+    created = copy_body(CREATED, ns)["metadata"]["name"]
+    read = f"{runs}/{copy_body(READ, ns)['metadata']['name']}"
+    reads = (
+        [Call("workload GET", 0, "GET", f"{wl}/admitted", 200)] * 5
+        + [Call("GET 404", 0, "GET", f"{wl}/absent", 404)] * 5
+        + [Call("metadata GET", 2, "GET", read, 200, accept=METADATA)] * 4
+        + [Call("transformed GET", 1, "GET", read, 200)] * (2 + j % 2)
+    )
+    random.Random(j).shuffle(reads)
+    return [
+        Call("transformed GET 404", 1, "GET", f"{runs}/{created}", 404),
+        Call("transformed create", 1, "POST", runs, 201, copy_body(CREATED, ns)),
+        Call("workload create", 0, "POST", wl, 201, workload("job", ns)),
+        *reads,
+        Call("DELETE", 0, "DELETE", f"{wl}/job", 200, DELETE_OPTIONS),
+        Call("DELETE", 1, "DELETE", f"{runs}/{created}", 200, DELETE_OPTIONS),
+    ]
+
+
+#: Requests a job sends on average (the transformed GETs alternate 2 and 3).
+PER_JOB = (len(job("x", 0)) + len(job("x", 1))) / 2
+
+
+class CapacitySidecar:
+    """A sidecar process with an endpoint per simulated worker, all reaching the one real worker API server:
+    the ``--real`` sidecar's configuration (manager, Kueue's version) with its own state and ports, the
+    reload interval and limits left at their defaults, nothing wired."""
+
+    def __init__(self, mk: RealMultiKueue, workers: int, folder: Path) -> None:
+        assert mk.sidecar is not None and mk.policies is not None
+        folder.mkdir(parents=True)
+        kubeconfig = folder / "worker.kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump(mk.workers[WORKER].kubeconfig(cluster=WORKER)))
+        config = yaml.safe_load(mk.sidecar.config_file.read_text())
+        for key in ("reload", "logging"):
+            config.pop(key, None)
+        self.names = [f"w{i:03d}" for i in range(workers)]
+        self.ports = {name: free_port() for name in self.names}
+        self.ops_port = free_port()
+        self.state = folder / "state"
+        config.update(
+            ops={"address": "127.0.0.1", "port": self.ops_port},
+            state={"dir": str(self.state)},
+            workers=[{"name": n, "port": p, "kubeconfig": {"file": str(kubeconfig)}} for n, p in self.ports.items()],
+        )
+        (folder / "config.yaml").write_text(yaml.safe_dump(config))
+        argv = [sys.executable, "-m", "mkpolicy", "sidecar", "--policies", str(mk.policies),
+                "--config", str(folder / "config.yaml")]  # fmt: skip
+        self.process = Process("mkpolicy sidecar (capacity)", argv, folder / "sidecar.log",
+                               env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+
+    def __enter__(self) -> CapacitySidecar:
+        self.process.start()
+        url = f"http://127.0.0.1:{self.ops_port}/readyz"
+        wait_until(self.process, lambda: http_ok(url), "the capacity sidecar's /readyz", READY_TIMEOUT)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.process.stop()
+
+    def sides(self) -> list[Side]:
+        """Each worker's endpoint, its token and the sidecar's CA (from its state folder)."""
+        import json
+
+        tokens = json.loads((self.state / "tokens.json").read_text())
+        ca = (self.state / "ca.crt").read_text()
+        return [Side(f"https://127.0.0.1:{self.ports[n]}", tokens[n], ca) for n in self.names]
+
+
+@dataclass
+class Tally:
+    """What the simulated workers saw: completions (their monotonic time), latencies, errors, watch events."""
+
+    done: list[tuple[float, str, float]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    events: int = 0
+
+    def window(self, t0: float, t1: float) -> list[tuple[float, str, float]]:
+        return [d for d in self.done if t0 <= d[0] <= t1]
+
+
+class SimulatedWorker:
+    """Kueue's traffic to one worker: its requests paced at :data:`RATE` over three connections, two watches."""
+
+    def __init__(self, side: Side, ns: str, tally: Tally) -> None:
+        self.side, self.ns, self.tally = side, ns, tally
+
+    async def run(self, start: float, stop: Callable[[], bool]) -> None:
+        """Jobs one after another until ``stop()`` says so at a job's end (a job is never left half done)."""
+        import aiohttp
+
+        loop = asyncio.get_running_loop()
+        # a connection per REST client, and one per watch (client-go's HTTP/1.1 transport)
+        timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT)
+        sessions = [aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1), timeout=timeout)
+                    for _ in range(CLIENTS_PER_WORKER + 2)]  # fmt: skip
+        watches = [asyncio.ensure_future(self.watch(sessions[CLIENTS_PER_WORKER + i], resource))
+                   for i, resource in enumerate(("workloads", "pipelineruns"))]  # fmt: skip
+        await asyncio.sleep(0.5)  # (the watches open first, as Kueue's do)
+        due = max(start, loop.time())
+        try:
+            for j in itertools.count():
+                for call in job(self.ns, j):
+                    await asyncio.sleep(max(0.0, due - loop.time()))
+                    due += 1 / RATE
+                    await self.send(sessions[call.client], call)
+                if stop():
+                    return
+        finally:
+            for task in watches:
+                task.cancel()
+            await asyncio.gather(*watches, return_exceptions=True)
+            for session in sessions:
+                await session.close()
+
+    async def send(self, session: Any, call: Call) -> None:
+        import json
+
+        side = self.side
+        data = json.dumps(call.body).encode() if call.body is not None else None
+        headers = dict(side.headers, Accept=call.accept, **({"Content-Type": "application/json"} if data else {}))
+        t0 = time.monotonic()
+        try:
+            async with session.request(call.method, side.base + call.path, data=data, headers=headers,
+                                       ssl=side.ssl) as resp:  # fmt: skip
+                await resp.read()
+                status = resp.status
+        except Exception as exc:  # (counted: a refused or reset connection is the load's answer)
+            self.tally.errors.append(f"{call.kind} {call.method} {call.path}: {type(exc).__name__}: {exc}")
+            return
+        t1 = time.monotonic()
+        if status != call.expect:
+            self.tally.errors.append(f"{call.kind} {call.method} {call.path}: {status}, expected {call.expect}")
+        self.tally.done.append((t1, call.kind, t1 - t0))
+
+    async def watch(self, session: Any, resource: str) -> None:
+        import aiohttp
+
+        group = KUEUE_API if resource == "workloads" else "tekton.dev/v1"
+        url = f"{self.side.base}/apis/{group}/namespaces/{self.ns}/{resource}?{WATCH_QUERY}"
+        timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
+        async with session.get(url, headers=self.side.headers, ssl=self.side.ssl, timeout=timeout) as resp:
+            if resp.status != 200:
+                self.tally.errors.append(f"watch {resource}: {resp.status}")
+                return
+            async for _ in resp.content:
+                self.tally.events += 1
+
+
+async def load(sides: list[Side], namespaces: list[str], pid: int, seconds: float) -> dict[str, Any]:
+    """Every worker's traffic through ``sides`` for a warm-up and ``seconds``; ``pid``'s CPU over the window."""
+    tally = Tally()
+    loop = asyncio.get_running_loop()
+    start = loop.time() + 0.5
+    stopping = False
+    # each worker starts at its own point of the 1/RATE period: the workers' requests spread evenly
+    workers = [
+        asyncio.ensure_future(SimulatedWorker(side, ns, tally).run(start + i / (RATE * len(sides)), lambda: stopping))
+        for i, (side, ns) in enumerate(zip(sides, namespaces, strict=True))
+    ]
+    await asyncio.sleep(start - loop.time() + WARMUP_S)
+    cpu0, t0 = cpu_seconds(pid), time.monotonic()
+    await asyncio.sleep(seconds)
+    cpu1, t1 = cpu_seconds(pid), time.monotonic()
+    stopping = True
+    await asyncio.gather(*workers)
+    done = tally.window(t0, t1)
+    latencies = [d[2] for d in done]
+    return {
+        "cpu_s": cpu1 - cpu0,
+        "window_s": t1 - t0,
+        "requests": len(done),
+        "rate": len(done) / (t1 - t0),
+        "p50_ms": pct(latencies, 0.5) if latencies else 0.0,
+        "p99_ms": pct(latencies, 0.99) if latencies else 0.0,
+        "by_kind_p50_ms": {
+            kind: statistics.median(d[2] for d in done if d[1] == kind) * 1000 for kind in sorted({d[1] for d in done})
+        },
+        "errors": len(tally.errors),
+        "first_errors": tally.errors[:5],
+        "watch_events": tally.events,
+    }
+
+
+def seed(mk: RealMultiKueue, workers: int) -> list[str]:
+    """A namespace per simulated worker: the manager's PipelineRuns (the one read, the one created), on the
+    worker the copy read (with a status) and an admitted Workload."""
+    namespaces = []
+    worker = mk.workers[WORKER].admin
+    for i in range(workers):
+        ns = mk.new_namespace(f"bench-capacity-{i:03d}")
+        for n in (READ, CREATED):
+            obj = manager_run(n)
+            obj["metadata"]["namespace"] = ns
+            mk.manager.admin.create(obj)
+        body = copy_body(READ, ns)
+        worker.create(body)
+        worker.patch("tekton.dev/v1", "PipelineRun", body["metadata"]["name"], {"status": worker_status(READ)},
+                     namespace=ns, subresource="status")  # fmt: skip
+        worker.create(workload("admitted", ns))
+        namespaces.append(ns)
+    return namespaces
+
+
+def idle_rate(pid: int) -> float:
+    """CPU seconds a second ``pid`` spends with nothing to do (reloads, the manager's watch)."""
+    cpu0 = cpu_seconds(pid)
+    time.sleep(IDLE_S)
+    return (cpu_seconds(pid) - cpu0) / IDLE_S
+
+
+def run(workers: int, seconds: float, rounds: int, kueue_version: str, tmp: Path) -> dict[str, Any]:
+    """The sidecar and the Go proxy in turn under ``workers`` workers' load; the figures of each."""
+    from mkpolicy.testing.peers import build
+
+    build.ensure([*build.all_peers([kueue_version]), build.goproxy()], log=log)
+    results: dict[str, Any] = {"kueue": kueue_version, "workers": workers, "seconds": seconds, "rounds": rounds}
+    with multikueue_alone(kueue_version, tmp) as mk:
+        # this script plays the manager's Kueue (the worker's stays: its webhooks admit the Workloads)
+        mk.kueues["manager"].process.stop()
+        namespaces = seed(mk, workers)
+        with CapacitySidecar(mk, workers, tmp / "capacity") as sidecar, go_proxy(mk, WORKER, tmp / "goproxy") as go:
+            assert sidecar.process.pid is not None and go.process.pid is not None
+            sides: dict[str, tuple[list[Side], int]] = {
+                "sidecar": (sidecar.sides(), sidecar.process.pid),
+                "goproxy": ([Side(go.url, go.token, go.ca.cert_pem.decode())] * workers, go.process.pid),
+            }
+            idle = {name: idle_rate(pid) for name, (_, pid) in sides.items()}
+            order = list(sides)
+            windows: dict[str, list[dict[str, Any]]] = {name: [] for name in sides}
+            for r in range(rounds):
+                for name in order if r % 2 == 0 else order[::-1]:  # each side first in turn
+                    targets, pid = sides[name]
+                    log(f"round {r + 1}/{rounds}: {workers} workers x {RATE}/s through the {name}, {seconds:.0f}s")
+                    window = asyncio.run(load(targets, namespaces, pid, seconds))
+                    if window["errors"]:
+                        raise SystemExit(f"bench: {window['errors']} requests through the {name} failed, e.g. "
+                                         + "; ".join(window["first_errors"]))  # fmt: skip
+                    windows[name].append(window)
+    for name, got in windows.items():
+        cpu = sum(w["cpu_s"] for w in got)
+        span = sum(w["window_s"] for w in got)
+        served = sum(w["requests"] for w in got)
+        per_request = cpu / served * 1000
+        net = max(0.0, cpu - idle[name] * span) / served * 1000
+        results[name] = {
+            "rounds": got,
+            "idle_ms_per_s": idle[name] * 1000,
+            "rate": served / span,
+            "cores": cpu / span,
+            "cpu_per_request_ms": per_request,
+            "net_cpu_per_request_ms": net,
+            "workers_per_core": 1000 / (RATE * per_request),
+            "p50_ms": statistics.median(w["p50_ms"] for w in got),
+            "p99_ms": max(w["p99_ms"] for w in got),
+        }
+    results.update(offered=workers * RATE, loadavg=os.getloadavg()[0], cpus=os.cpu_count())
+    return results
+
+
+def report(r: dict[str, Any]) -> None:
+    """The table: each side's rate, latency and CPU; workers per core against the goal."""
+    print(
+        f"{r['workers']} workers at Kueue's client limits ({RATE} requests/s each, {PER_JOB:g} a job: Kueue's mix), "
+        f"{r['offered']}/s offered; {r['rounds']} rounds of {r['seconds']:.0f}s a side, alternating; Kueue "
+        f"{r['kueue']}"
+    )
+    print(f"{'':10} {'served/s':>9} {'p50 ms':>7} {'p99 ms':>7} {'cores':>6} {'CPU ms/request':>15} "
+          f"{'(no idle)':>9} {'workers/core':>13}")  # fmt: skip
+    for name in ("sidecar", "goproxy"):
+        s = r[name]
+        print(
+            f"{name:10} {s['rate']:9.0f} {s['p50_ms']:7.1f} {s['p99_ms']:7.1f} {s['cores']:6.2f} "
+            f"{s['cpu_per_request_ms']:15.3f} {s['net_cpu_per_request_ms']:9.3f} {s['workers_per_core']:13.0f}"
+        )
+    side, go = r["sidecar"], r["goproxy"]
+    ok = side["workers_per_core"] >= GOAL_WORKERS
+    print(
+        f"one sidecar core serves 1000 / ({side['cpu_per_request_ms']:.3f} ms x {RATE}/s) = "
+        f"{side['workers_per_core']:.0f} workers (goal >= {GOAL_WORKERS}: {'ok' if ok else 'MISSED'}); the Go "
+        f"proxy {go['workers_per_core']:.0f}; sidecar/Go CPU per request "
+        f"{side['cpu_per_request_ms'] / go['cpu_per_request_ms']:.2f}x"
+    )
+    kinds = side["rounds"][0]["by_kind_p50_ms"]
+    print("sidecar p50 by kind (ms, first round): " + ", ".join(f"{k} {v:.1f}" for k, v in kinds.items()))
+    print(f"(load average {r['loadavg']:.1f} on {r['cpus']} CPUs)")
+
+
+def main(workers: int, seconds: float, rounds: int, kueue_version: str, as_json: bool) -> int:
+    """Run and print."""
+    import json
+    import tempfile
+
+    tmp = Path(tempfile.mkdtemp(prefix="mkpolicy-bench-capacity-"))
+    try:
+        results = run(workers, seconds, rounds, kueue_version, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if as_json:
+        print(json.dumps(results, indent=2))
+    else:
+        report(results)
+    return 0
