@@ -1,7 +1,7 @@
 """``bench/sidecar.py --real --capacity N``: N workers at Kueue's client limits through one sidecar, measured.
 
 The ``--real`` run judges "one sidecar core serves >= 100 workers" from the CPU of each
-request while Kueue drives a few jobs: a request every few hundred milliseconds, each
+request while Kueue drives a few jobs: a request every 200 ms or so, each
 waking an idle event loop. This mode measures the goal as it is stated: **N workers, each
 at Kueue's client limits** (15 requests/s: 3 REST clients of 5 QPS, ``sidecar_real``),
 through **one sidecar process** serving an endpoint per worker (the configuration a user

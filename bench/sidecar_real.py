@@ -651,17 +651,20 @@ def main(argv: list[str]) -> int:
         "and then the Go proxy, --rounds of --seconds each: CPU per request under load, workers per core "
         "(bench/sidecar_capacity.py)",
     )
-    parser.add_argument("--seconds", type=float, default=30.0, help="with --capacity: seconds measured a round")
+    parser.add_argument("--seconds", type=float, help="with --capacity: seconds measured a round (default 30)")
     args = parser.parse_args(argv)
+    if args.capacity is not None and args.capacity < 1:
+        parser.error(f"--capacity: expected 1 worker or more, got {args.capacity}")
+    if args.seconds is not None and (args.capacity is None or args.seconds <= 0):
+        parser.error(f"--seconds: expected a positive number of seconds with --capacity N, got {args.seconds:g}"
+                     + ("" if args.capacity is not None else " without --capacity"))  # fmt: skip
     if build.go_binary() is None:
         parser.error("--real needs a Go toolchain to build the peers ('go' is not on PATH)")
     if args.capacity is not None:
-        if args.capacity < 1:
-            parser.error(f"--capacity: expected 1 worker or more, got {args.capacity}")
         import sidecar_capacity
 
         version = build.normalize_kueue_version(args.kueue_version)
-        return sidecar_capacity.main(args.capacity, args.seconds, args.rounds, version, args.json)
+        return sidecar_capacity.main(args.capacity, args.seconds or 30.0, args.rounds, version, args.json)
     if args.against:
         import sidecar_versus
 

@@ -129,3 +129,16 @@ def test_the_capacity_load_is_kueues_mix() -> None:
         assert all("/namespaces/ns1/" in c.path for c in calls)
         assert {c.client for c in calls} == {0, 1, 2}  # Workloads, the job kind, metadata-only reads
     assert capacity.job("ns1", 0) == jobs[0]  # seeded: the same order every run
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--capacity", "0"], "--capacity: expected 1 worker or more, got 0"),
+    (["--capacity", "2", "--seconds", "0"], "--seconds: expected a positive number of seconds with --capacity N, got 0"),
+    (["--seconds", "5"], "got 5 without --capacity"),
+], ids=["no-workers", "no-seconds", "seconds-alone"])  # fmt: skip
+def test_capacity_options_are_checked_before_anything_starts(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        bench_module("sidecar_real").main(["--real", *argv])
+    assert exc.value.code == 2 and message in capsys.readouterr().err
