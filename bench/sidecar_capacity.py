@@ -34,7 +34,6 @@ import asyncio
 import itertools
 import os
 import random
-import shutil
 import statistics
 import sys
 import time
@@ -54,6 +53,7 @@ from sidecar_real import (
     go_proxy,
     log,
     multikueue_alone,
+    print_run,
 )
 from sidecar_versus import DELETE_OPTIONS, METADATA, workload
 
@@ -386,16 +386,6 @@ def report(r: dict[str, Any]) -> None:
 
 def main(workers: int, seconds: float, rounds: int, kueue_version: str, as_json: bool) -> int:
     """Run and print."""
-    import json
-    import tempfile
-
-    tmp = Path(tempfile.mkdtemp(prefix="mkpolicy-bench-capacity-"))
-    try:
-        results = run(workers, seconds, rounds, kueue_version, tmp)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    if as_json:
-        print(json.dumps(results, indent=2))
-    else:
-        report(results)
-    return 0
+    return print_run(
+        "mkpolicy-bench-capacity-", lambda tmp: run(workers, seconds, rounds, kueue_version, tmp), report, as_json
+    )

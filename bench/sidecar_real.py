@@ -621,6 +621,22 @@ def report(r: dict[str, Any]) -> None:
     print(f"(load average {r['loadavg']:.1f} on {r['cpus']} CPUs)")
 
 
+def print_run(prefix: str, run: Callable[[Path], dict[str, Any]], report: Callable[[dict[str, Any]], None],
+              as_json: bool) -> int:  # fmt: skip
+    """``run(tmp)`` in a temporary folder named ``prefix...`` (removed afterwards); its figures printed as JSON,
+    or as ``report`` prints them."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        results = run(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if as_json:
+        print(json.dumps(results, indent=2))
+    else:
+        report(results)
+    return 0
+
+
 def main(argv: list[str]) -> int:
     """``bench/sidecar.py --real [--jobs N] [--requests N] [--rounds N] [--posts N] [--kueue-version V] [--json]
     [--against SRC]``."""

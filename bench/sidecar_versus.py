@@ -24,7 +24,6 @@ import contextlib
 import copy
 import itertools
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -32,7 +31,7 @@ from typing import Any
 
 import yaml
 from sidecar import Side, cpu_seconds, timed, worker_status
-from sidecar_real import WORKER, copy_body, log, multikueue_alone, wired_side
+from sidecar_real import WORKER, copy_body, log, multikueue_alone, print_run, wired_side
 
 from mkpolicy.testing.peers.multikueue import KUEUE_API, RealMultiKueue
 from mkpolicy.testing.peers.processes import Process, free_port, wait_until
@@ -217,16 +216,6 @@ def report(r: dict[str, Any]) -> None:
 
 def main(src: str, requests: int, kueue_version: str, as_json: bool) -> int:
     """Run and print."""
-    import json
-    import tempfile
-
-    tmp = Path(tempfile.mkdtemp(prefix="mkpolicy-bench-versus-"))
-    try:
-        results = run(Path(src).resolve(), requests, kueue_version, tmp)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    if as_json:
-        print(json.dumps(results, indent=2))
-    else:
-        report(results)
-    return 0
+    return print_run(
+        "mkpolicy-bench-versus-", lambda tmp: run(Path(src).resolve(), requests, kueue_version, tmp), report, as_json
+    )
