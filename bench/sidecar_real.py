@@ -113,30 +113,59 @@ def log(line: str) -> None:
 # -- watches: when each event arrived ----------------------------------------------------------------------
 class Watch:
     """A watch on one API server's collection in a thread; ``seen(pred)`` waits for an event matching
-    ``pred`` and answers the monotonic time it arrived."""
+    ``pred`` and answers the monotonic time it arrived. The server ends a watch after its
+    ``timeoutSeconds`` (``server_timeout``, an hour): it is resumed from the last resourceVersion seen
+    (bookmarks keep that current), so a run longer than that misses no event."""
 
-    def __init__(self, url: str, tls: Any, path: str) -> None:
-        request = urllib.request.Request(f"{url}{path}?watch=true&timeoutSeconds=3600")
+    def __init__(self, url: str, tls: Any, path: str, server_timeout: int = 3600) -> None:
+        self.url, self.tls, self.path, self.server_timeout = url, tls, path, server_timeout
+        #: Times the watch was opened (resumed: more than once).
+        self.opened = 0
+        self.response = self._open(None)
+        self.events: list[tuple[float, str, dict[str, Any]]] = []
+        #: Why the watch ended for good (the server stopped, an ERROR event), or None.
+        self.ended: str | None = None
+        self.changed = threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _open(self, resource_version: str | None) -> Any:
+        query = f"watch=true&allowWatchBookmarks=true&timeoutSeconds={self.server_timeout}"
+        if resource_version:
+            query += f"&resourceVersion={resource_version}"
+        request = urllib.request.Request(f"{self.url}{self.path}?{query}")
         deadline = time.monotonic() + TIMEOUT
         while True:  # the headers in: established. 429: the server's watch cache for a new CRD still initializing
             try:
-                self.response = urllib.request.urlopen(request, context=tls, timeout=3600)
-                break
+                response = urllib.request.urlopen(request, context=self.tls, timeout=self.server_timeout + TIMEOUT)
+                self.opened += 1
+                return response
             except urllib.error.HTTPError as exc:
                 if exc.code != 429 or time.monotonic() > deadline:
                     raise
                 time.sleep(float(exc.headers.get("Retry-After") or 1))
-        self.events: list[tuple[float, str, dict[str, Any]]] = []
-        self.changed = threading.Condition()
-        threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
-        with contextlib.suppress(Exception):  # the server stopped at the end of the bench
-            for line in self.response:
-                event = json.loads(line)
-                with self.changed:
-                    self.events.append((time.monotonic(), event["type"], event["object"]))
-                    self.changed.notify_all()
+        resource_version: str | None = None
+        try:
+            while True:
+                for line in self.response:
+                    event = json.loads(line)
+                    if event["type"] == "ERROR":  # e.g. 410: the resourceVersion resumed from is gone
+                        self._end(f"the watch failed: {event['object'].get('message')}")
+                        return
+                    resource_version = event["object"]["metadata"].get("resourceVersion") or resource_version
+                    if event["type"] != "BOOKMARK":
+                        with self.changed:
+                            self.events.append((time.monotonic(), event["type"], event["object"]))
+                            self.changed.notify_all()
+                self.response = self._open(resource_version)  # the server ended it (timeoutSeconds): resume
+        except Exception as exc:  # the server stopped at the end of the bench
+            self._end(f"{type(exc).__name__}: {exc}")
+
+    def _end(self, why: str) -> None:
+        with self.changed:
+            self.ended = why
+            self.changed.notify_all()
 
     def seen(self, pred: Callable[[str, dict[str, Any]], bool], what: str, after: int = 0) -> float:
         """The arrival time of the first event (from index ``after``) matching ``pred``."""
@@ -146,8 +175,10 @@ class Watch:
                 for at, kind, obj in self.events[after:]:
                     if pred(kind, obj):
                         return at
+                if self.ended is not None:
+                    raise SystemExit(f"bench: the watch on {self.path} ended ({self.ended}) before: {what}")
                 if not self.changed.wait(max(0.0, deadline - time.monotonic())):
-                    raise SystemExit(f"bench: no event within {TIMEOUT:.0f}s: {what}")
+                    raise SystemExit(f"bench: no event within {TIMEOUT:.0f}s on {self.path}: {what}")
 
 
 def median_ratio(a: list[float], b: list[float], resamples: int = 2000) -> tuple[float, float, float]:

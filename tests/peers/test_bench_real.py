@@ -7,6 +7,7 @@ import importlib
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -142,3 +143,25 @@ def test_capacity_options_are_checked_before_anything_starts(
     with pytest.raises(SystemExit) as exc:
         bench_module("sidecar_real").main(["--real", *argv])
     assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.real_peers
+@pytest.mark.timeout(120)
+def test_the_bench_watch_resumes_when_the_server_ends_it(real_kube: Any) -> None:
+    """A ``--real`` run is longer than a watch's ``timeoutSeconds`` (an hour): the bench's watch is resumed
+    from the last resourceVersion, and an event after the server ended it is still seen. (A 1,000-job run
+    failed at its 58th minute without this.)"""
+    real = bench_module("sidecar_real")
+    ns = "bench-watch-resume"
+    real_kube.admin.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    tls = real_kube.plane.admin_tls()
+    watch = real.Watch(real_kube.url, tls, f"/api/v1/namespaces/{ns}/configmaps", server_timeout=1)
+
+    def named(name: str) -> Any:
+        return lambda kind, obj: kind == "ADDED" and obj["metadata"]["name"] == name
+
+    for name in ("before", "after"):
+        real_kube.admin.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}})
+        assert watch.seen(named(name), f"ConfigMap {name}") > 0
+        time.sleep(3)  # the server ends the watch after 1 s; the bench resumes it
+    assert watch.ended is None and watch.opened >= 2 and [e[1] for e in watch.events] == ["ADDED", "ADDED"]
