@@ -670,7 +670,7 @@ def print_run(prefix: str, run: Callable[[Path], dict[str, Any]], report: Callab
 
 def main(argv: list[str]) -> int:
     """``bench/sidecar.py --real [--jobs N] [--requests N] [--rounds N] [--posts N] [--kueue-version V] [--json]
-    [--against SRC]``."""
+    [--against SRC | --capacity N [--seconds S]]``."""
     import argparse
 
     parser = argparse.ArgumentParser(
