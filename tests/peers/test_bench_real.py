@@ -108,7 +108,7 @@ def test_real_peer_capacity_bench_runs_tiny(capsys: pytest.CaptureFixture[str]) 
     for side in ("sidecar", "goproxy"):
         (window,) = r[side]["rounds"]
         assert window["requests"] > 0 and window["errors"] == 0 and window["watch_events"] > 0, side
-        # every kind of Kueue's requests was sent and answered within the window
+        # Kueue's reads of every kind were sent and answered within the window (its writes may fall outside it)
         assert set(window["by_kind_p50_ms"]) >= {"workload GET", "metadata GET", "transformed GET", "GET 404"}
         assert r[side]["cpu_per_request_ms"] > 0 and r[side]["workers_per_core"] > 0
     bench_module("sidecar_capacity").report(r)
