@@ -64,7 +64,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import yaml
 from sidecar import ORIGIN, PREBUILT, Side, cpu_seconds, keep_round, manager_run, pct, timed, worker_status
@@ -209,9 +209,12 @@ def has_condition(obj: dict[str, Any], kind: str) -> bool:
 class Jobs:
     """One route's namespace (its jobs queued to the route's ClusterQueue), its watches and the jobs run in it."""
 
-    def __init__(self, mk: RealMultiKueue, route: str) -> None:
+    def __init__(self, mk: RealMultiKueue, route: str, sink: TextIO | None = None) -> None:
         self.mk = mk
+        self.route = route
         self.worker = ROUTES[route]
+        #: Where each job's figures are written as it ends (``--samples``), or None.
+        self.sink = sink
         self.ns = mk.new_namespace(f"bench-e2e-{route}", manager_queue=route)
         tls = mk.plane.admin_tls()
         manager, worker = mk.manager.url, mk.workers[self.worker].url
@@ -285,6 +288,10 @@ class Jobs:
             subresource="status",
         )
         self.manager_wl.seen(named(wl, "Finished"), f"{wl} finished on the manager")
+        if self.sink is not None:  # written as taken: a run that fails later keeps them
+            sample = {key: round(getattr(self, key)[-1] * 1000, 1) for key in SAMPLED}
+            self.sink.write(json.dumps({"route": self.route, "job": i, **sample}) + "\n")
+            self.sink.flush()
 
     def _status_written_back(self, i: int, name: str, worker: Any) -> float:
         """One status write on the worker's copy of job ``i``: seconds until the manager's object has it."""
@@ -507,8 +514,62 @@ def routed(kueue_version: str, tmp: Path) -> Iterator[tuple[RealMultiKueue, GoPr
         mk.stop()
 
 
-def run(jobs: int, requests: int, rounds: int, posts: int, kueue_version: str) -> dict[str, Any]:
-    """Everything above, in one run; the figures."""
+#: The end-to-end figures taken per job and route (seconds in ``Jobs``, ms in results and ``--samples``).
+SAMPLED = ("dispatch", "dispatch_from_reserved", "status")
+
+
+def end_to_end(samples: dict[str, dict[str, list[float]]], unit: float = 1000) -> dict[str, Any]:
+    """Each route's figures (ms) from its samples (route -> figure -> values, times ``unit`` ms) and the goals'
+    ratios: the medians of the Go proxy and the sidecar over direct's, with their 95% intervals."""
+    results: dict[str, Any] = {}
+    for name, figures in samples.items():
+        for key in SAMPLED:
+            values = figures[key]
+            results[f"{key}_{name}"] = {
+                "mean": statistics.mean(values) * unit,
+                "p50": statistics.median(values) * unit,
+                "max": max(values) * unit,
+                "samples": [round(v * unit, 1) for v in values],
+            }
+    for key in ("dispatch", "status"):
+        for name in ("goproxy", "sidecar"):
+            ratio, low, high = median_ratio(samples[name][key], samples["direct"][key])
+            results[f"{key}_{name}_ratio"] = {"p50": ratio, "low": low, "high": high}
+    return results
+
+
+def pool(files: list[Path]) -> dict[str, Any]:
+    """The end-to-end figures of ``--samples`` files taken together. ValueError naming the file and line of
+    the first sample that is not one, or when a route has none."""
+    samples: dict[str, dict[str, list[float]]] = {route: {key: [] for key in SAMPLED} for route in ROUTES}
+    for path in files:
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise ValueError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+        for number, line in enumerate(text.splitlines(), 1):
+            try:
+                sample = json.loads(line)
+                figures = samples[sample["route"]]
+                values = [float(sample[key]) for key in SAMPLED]
+            except (ValueError, KeyError, TypeError):
+                raise ValueError(
+                    f"{path}:{number}: expected a --samples line, a JSON object with route ({', '.join(ROUTES)}) "
+                    f"and {', '.join(SAMPLED)} in ms; found {line[:80]!r}"
+                ) from None
+            for key, value in zip(SAMPLED, values, strict=True):
+                figures[key].append(value)
+    empty = [route for route, figures in samples.items() if not figures["status"]]
+    if empty:
+        raise ValueError(f"no samples of the {', '.join(empty)} route in {', '.join(map(str, files))}")
+    return {"files": [str(f) for f in files], "jobs": min(len(f["status"]) for f in samples.values()),
+            **end_to_end(samples, unit=1)}  # fmt: skip
+
+
+def run(
+    jobs: int, requests: int, rounds: int, posts: int, kueue_version: str, samples: TextIO | None = None
+) -> dict[str, Any]:
+    """Everything above, in one run; the figures (each job's also to ``samples`` as it ends, when given)."""
     build.ensure([*build.all_peers([kueue_version]), build.goproxy()], log=log)
     tmp = Path(tempfile.mkdtemp(prefix="mkpolicy-bench-real-"))
     results: dict[str, Any] = {"kueue": kueue_version, "jobs": jobs}
@@ -520,7 +581,7 @@ def run(jobs: int, requests: int, rounds: int, posts: int, kueue_version: str) -
             with go_proxy(mk, ROUTES["sidecar"], tmp / "goproxy") as proxy:
                 log(f"the wire: {requests} GETs per side and kind, {posts} POSTs per side")
                 results.update(asyncio.run(wire(mk, proxy, ns, requests, rounds, posts)))
-            sides = {route: Jobs(mk, route) for route in ROUTES}
+            sides = {route: Jobs(mk, route, samples) for route in ROUTES}
             assert mk.sidecar is not None and mk.sidecar.process.pid is not None
             pid = mk.sidecar.process.pid
             idle0 = cpu_seconds(pid)
@@ -542,19 +603,8 @@ def run(jobs: int, requests: int, rounds: int, posts: int, kueue_version: str) -
             mix = {key: n - mix0.get(key, 0.0) for key, n in sidecar_mix(mk).items()}
             served, reconciled = sum(mix.values()), reconciles(mk, wired_ns) - rec0
             go_cpu, go_reconciled = cpu_seconds(go_pid) - go_cpu0, reconciles(mk, go_ns) - go_rec0
-            for name, jobs_side in sides.items():
-                for key in ("dispatch", "dispatch_from_reserved", "status"):
-                    values = getattr(jobs_side, key)
-                    results[f"{key}_{name}"] = {
-                        "mean": statistics.mean(values) * 1000,
-                        "p50": statistics.median(values) * 1000,
-                        "max": max(values) * 1000,
-                        "samples": [round(v * 1000, 1) for v in values],
-                    }
-            for key in ("dispatch", "status"):  # the goals: the sidecar's median over direct's, with its interval
-                for name in ("goproxy", "sidecar"):
-                    ratio, low, high = median_ratio(getattr(sides[name], key), getattr(sides["direct"], key))
-                    results[f"{key}_{name}_ratio"] = {"p50": ratio, "low": low, "high": high}
+            results.update(end_to_end({name: {key: getattr(side, key) for key in SAMPLED}
+                                       for name, side in sides.items()}))  # fmt: skip
             results.update(
                 sidecar_cpu_s=cpu,
                 sidecar_idle_cpu_s=idle_rate * window,
@@ -590,33 +640,8 @@ def report(r: dict[str, Any]) -> None:
         for q in ("p50", "p99"):
             d, g, m = (r[f"{key}_{side}"][q] for side in ("direct", "go", "mkpolicy"))
             print(f"{label + ' ' + q:28} {d:8.2f} {g:9.2f} {m:9.2f} {g / d:9.2f}x {m / d:10.2f}x {m / g:6.2f}x")
-    print(
-        f"\nKueue end to end, {r['jobs']} jobs per route, one manager Kueue (ms)\n"
-        f"{'':40} {'direct':>9} {'Go proxy':>9} {'sidecar':>9} {'Go/direct':>10} {'mkp/direct':>11}   goal"
-    )
-    for label, key in (
-        ("dispatch: admitted -> copy created", "dispatch"),
-        ("  (from the manager's reservation)", "dispatch_from_reserved"),
-        ("status: worker -> manager written", "status"),
-    ):
-        for q in ("mean", "p50", "max"):
-            a, g, b = (r[f"{key}_{side}"][q] for side in SIDES)
-            # the median: the mean moves with how many copies Kueue made at once, which is chance
-            judged = ""
-            if key != "dispatch_from_reserved" and q == "p50":  # the goal, read on the ratio's 95% interval
-                go, mk = r[f"{key}_goproxy_ratio"], r[f"{key}_sidecar_ratio"]
-                judged = (
-                    f"<= {GOAL_RATIO:.2f}x  {verdict(mk['low'], mk['high'])} "
-                    f"(95%: sidecar {mk['low']:.2f}-{mk['high']:.2f}x, Go proxy {go['low']:.2f}-{go['high']:.2f}x)"
-                )
-            print(f"{label + ' ' + q:40} {a:9.0f} {g:9.0f} {b:9.0f} {g / a:9.2f}x {b / a:10.2f}x   {judged}")
-        for name in SIDES:
-            fast = [v for v in r[f"{key}_{name}"]["samples"] if v < BATCH_MS / 2]
-            slow = [v for v in r[f"{key}_{name}"]["samples"] if v >= BATCH_MS / 2]
-            print(
-                f"    {name}: {len(fast)} at once (median {statistics.median(fast or [0]):.0f}), {len(slow)} after "
-                f"Kueue's {BATCH_MS} ms batch period (median {statistics.median(slow or [0]):.0f})"
-            )
+    print()
+    report_end_to_end(r)
     # the goal on the figure without the idle background: that background (reloads) goes by the second, and
     # the window also holds the other MultiKueues' jobs
     ok = r["net_cpu_per_reconcile_ms"] <= 2
@@ -650,6 +675,37 @@ def report(r: dict[str, Any]) -> None:
         "that load by --capacity N)"
     )
     print(f"(load average {r['loadavg']:.1f} on {r['cpus']} CPUs)")
+
+
+def report_end_to_end(r: dict[str, Any]) -> None:
+    """The end-to-end table: dispatch and status write-back per route, the goals read on their intervals."""
+    print(
+        f"Kueue end to end, {r['jobs']} jobs per route, one manager Kueue (ms)\n"
+        f"{'':40} {'direct':>9} {'Go proxy':>9} {'sidecar':>9} {'Go/direct':>10} {'mkp/direct':>11}   goal"
+    )
+    for label, key in (
+        ("dispatch: admitted -> copy created", "dispatch"),
+        ("  (from the manager's reservation)", "dispatch_from_reserved"),
+        ("status: worker -> manager written", "status"),
+    ):
+        for q in ("mean", "p50", "max"):
+            a, g, b = (r[f"{key}_{side}"][q] for side in SIDES)
+            # the median: the mean moves with how many copies Kueue made at once, which is chance
+            judged = ""
+            if key != "dispatch_from_reserved" and q == "p50":  # the goal, read on the ratio's 95% interval
+                go, mk = r[f"{key}_goproxy_ratio"], r[f"{key}_sidecar_ratio"]
+                judged = (
+                    f"<= {GOAL_RATIO:.2f}x  {verdict(mk['low'], mk['high'])} "
+                    f"(95%: sidecar {mk['low']:.2f}-{mk['high']:.2f}x, Go proxy {go['low']:.2f}-{go['high']:.2f}x)"
+                )
+            print(f"{label + ' ' + q:40} {a:9.0f} {g:9.0f} {b:9.0f} {g / a:9.2f}x {b / a:10.2f}x   {judged}")
+        for name in SIDES:
+            fast = [v for v in r[f"{key}_{name}"]["samples"] if v < BATCH_MS / 2]
+            slow = [v for v in r[f"{key}_{name}"]["samples"] if v >= BATCH_MS / 2]
+            print(
+                f"    {name}: {len(fast)} at once (median {statistics.median(fast or [0]):.0f}), {len(slow)} after "
+                f"Kueue's {BATCH_MS} ms batch period (median {statistics.median(slow or [0]):.0f})"
+            )
 
 
 def print_run(prefix: str, run: Callable[[Path], dict[str, Any]], report: Callable[[dict[str, Any]], None],
@@ -699,7 +755,33 @@ def main(argv: list[str]) -> int:
         "(bench/sidecar_capacity.py)",
     )
     parser.add_argument("--seconds", type=float, help="with --capacity: seconds measured a round (default 30)")
+    parser.add_argument(
+        "--samples",
+        metavar="FILE",
+        type=Path,
+        help="append each job's end-to-end figures to FILE as it ends (JSON lines: route, job, dispatch, "
+        "dispatch_from_reserved, status, in ms): a run that fails keeps what it measured; --pool reads them",
+    )
+    parser.add_argument(
+        "--pool",
+        metavar="FILE",
+        type=Path,
+        nargs="+",
+        help="instead: nothing is run; the end-to-end figures of these --samples files taken together, the "
+        "goals read on the pooled intervals",
+    )
     args = parser.parse_args(argv)
+    if args.pool:
+        try:
+            pooled = pool(args.pool)
+        except ValueError as exc:
+            parser.error(f"--pool: {exc}")
+        if args.json:
+            print(json.dumps(pooled, indent=2))
+        else:
+            print(f"pooled from {', '.join(pooled['files'])}")
+            report_end_to_end(pooled)
+        return 0
     if args.capacity is not None and args.capacity < 1:
         parser.error(f"--capacity: expected 1 worker or more, got {args.capacity}")
     if args.seconds is not None and (args.capacity is None or args.seconds <= 0):
@@ -720,7 +802,8 @@ def main(argv: list[str]) -> int:
             args.against, args.requests, build.normalize_kueue_version(args.kueue_version), args.json
         )
     version = build.normalize_kueue_version(args.kueue_version)
-    results = run(args.jobs, args.requests, args.rounds, args.posts, version)
+    with open(args.samples, "a") if args.samples else contextlib.nullcontext() as samples:
+        results = run(args.jobs, args.requests, args.rounds, args.posts, version, samples)
     if args.json:
         print(json.dumps(results, indent=2))
     else:

@@ -29,10 +29,11 @@ def bench_module(name: str) -> Any:
 
 @pytest.mark.real_peers
 @pytest.mark.timeout(600)
-def test_real_peer_bench_runs_tiny(capsys: pytest.CaptureFixture[str]) -> None:
+def test_real_peer_bench_runs_tiny(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     require_peers()
+    samples = tmp_path / "samples.jsonl"
     argv = [sys.executable, str(ROOT / "bench" / "sidecar.py"), "--real", "--jobs", "1", "--requests", "10",
-            "--rounds", "1", "--posts", "2", "--json"]  # fmt: skip
+            "--rounds", "1", "--posts", "2", "--json", "--samples", str(samples)]  # fmt: skip
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=540, check=False)
     assert proc.returncode == 0, proc.stderr[-4000:]
     r = json.loads(proc.stdout)
@@ -57,6 +58,57 @@ def test_real_peer_bench_runs_tiny(capsys: pytest.CaptureFixture[str]) -> None:
                 "status: worker -> manager written mean", "per reconcile", "the Go proxy's CPU per reconcile",
                 "Kueue's requests through the sidecar per job", "workers per sidecar core"):  # fmt: skip
         assert row in table
+    # each job's figures were written as it ended; pooled, they are the run's own
+    lines = [json.loads(line) for line in samples.read_text().splitlines()]
+    assert sorted(line["route"] for line in lines) == ["direct", "goproxy", "sidecar"]
+    pooled = bench_module("sidecar_real").pool([samples])
+    for key in ("dispatch", "dispatch_from_reserved", "status"):
+        for side in ("direct", "goproxy", "sidecar"):
+            assert pooled[f"{key}_{side}"]["samples"] == r[f"{key}_{side}"]["samples"]
+
+
+def _sample_lines(route: str, status_ms: list[float]) -> list[str]:
+    return [json.dumps({"route": route, "job": j, "dispatch": 1000.0, "dispatch_from_reserved": 1010.0,
+                        "status": ms}) for j, ms in enumerate(status_ms)]  # fmt: skip
+
+
+def test_pooled_samples_are_read_on_the_pooled_interval(tmp_path: Path) -> None:
+    """``--pool``: the --samples files of several runs taken together; the goals read on the pooled interval
+    (two runs too short to say alone make one that can)."""
+    runs = []
+    for n in range(2):
+        lines = [*_sample_lines("direct", [20.0, 21.0, 22.0] * 20), *_sample_lines("goproxy", [20.5, 21.5] * 30),
+                 *_sample_lines("sidecar", [20.0, 21.0, 23.0] * 20)]  # fmt: skip
+        runs.append(tmp_path / f"run{n}.jsonl")
+        runs[-1].write_text("\n".join(lines) + "\n")
+    argv = [sys.executable, str(ROOT / "bench" / "sidecar.py"), "--real", "--pool", *map(str, runs)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert f"pooled from {runs[0]}, {runs[1]}" in proc.stdout
+    assert "Kueue end to end, 120 jobs per route" in proc.stdout
+    status = next(line for line in proc.stdout.splitlines() if line.startswith("status: worker -> manager written p50"))
+    assert "<= 1.10x  ok" in status
+    pooled = bench_module("sidecar_real").pool(runs)
+    assert len(pooled["status_sidecar"]["samples"]) == 120 and pooled["status_sidecar_ratio"]["p50"] == 1.0
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ('{"route": "direct", "job": 0, "dispatch": 1.0, "dispatch_from_reserved": 1.0}\n',
+     "{path}:1: expected a --samples line, a JSON object with route (direct, goproxy, sidecar) and dispatch, "
+     "dispatch_from_reserved, status in ms; found"),
+    ("\n".join(_sample_lines("direct", [1.0])) + "\nnot json\n", "{path}:2: expected a --samples line"),
+    ('{"route": "elsewhere", "dispatch": 1, "dispatch_from_reserved": 1, "status": 1}\n',
+     "{path}:1: expected a --samples line"),
+    ("\n".join(_sample_lines("direct", [1.0])) + "\n", "no samples of the goproxy, sidecar route in {path}"),
+    (None, "{path}: cannot be read ("),
+], ids=["missing-figure", "not-json", "unknown-route", "routes-missing", "no-file"])  # fmt: skip
+def test_pool_refuses_what_is_not_samples(tmp_path: Path, content: str | None, message: str) -> None:
+    path = tmp_path / "run.jsonl"
+    if content is not None:
+        path.write_text(content)
+    argv = [sys.executable, str(ROOT / "bench" / "sidecar.py"), "--real", "--pool", str(path)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 2 and "--pool: " + message.format(path=path) in proc.stderr, proc.stderr
 
 
 @pytest.mark.real_peers
@@ -111,9 +163,13 @@ def test_real_peer_capacity_bench_runs_tiny(capsys: pytest.CaptureFixture[str]) 
         # Kueue's reads of every kind were sent and answered within the window (its writes may fall outside it)
         assert set(window["by_kind_p50_ms"]) >= {"workload GET", "metadata GET", "transformed GET", "GET 404"}
         assert r[side]["cpu_per_request_ms"] > 0 and r[side]["workers_per_core"] > 0
+        # one round: the interval over the rounds is that round's figure
+        (figure,) = r[side]["workers_per_core_by_round"]
+        assert r[side]["workers_per_core_interval"] == pytest.approx([figure, figure])
     bench_module("sidecar_capacity").report(r)
     table = capsys.readouterr().out
-    assert "one sidecar core serves" in table and "the Go proxy" in table
+    assert "one sidecar core serves" in table and "95% interval over the rounds" in table and "the Go proxy" in table
+    assert "sidecar workers per core, round by round" in table
 
 
 def test_the_capacity_load_is_kueues_mix() -> None:
@@ -130,6 +186,25 @@ def test_the_capacity_load_is_kueues_mix() -> None:
         assert all("/namespaces/ns1/" in c.path for c in calls)
         assert {c.client for c in calls} == {0, 1, 2}  # Workloads, the job kind, metadata-only reads
     assert capacity.job("ns1", 0) == jobs[0]  # seeded: the same order every run
+
+
+def _rounds(ms_per_request: list[float]) -> list[dict[str, float]]:
+    """Rounds of 3,000 requests costing the sidecar these CPU ms each."""
+    return [{"requests": 3000, "cpu_s": 3000 * ms / 1000} for ms in ms_per_request]
+
+
+@pytest.mark.parametrize(("ms", "verdict"), [
+    ([0.50, 0.51, 0.52, 0.50, 0.51, 0.52], "ok"),  # 128-133 workers per core, tight
+    ([0.80, 0.81, 0.82, 0.80, 0.81, 0.82], "MISSED"),  # 81-83, tight
+    ([0.50, 0.80, 0.55, 0.75], "unresolved: more --rounds"),  # 83-133: the interval spans 100
+], ids=["above", "below", "spread"])  # fmt: skip
+def test_the_capacity_goal_is_read_on_the_interval_over_rounds(ms: list[float], verdict: str) -> None:
+    capacity = bench_module("sidecar_capacity")
+    low, high = capacity.workers_interval(_rounds(ms))
+    figures = [1000 / (capacity.RATE * m) for m in ms]
+    assert min(figures) <= low <= high <= max(figures)
+    assert capacity.goal_verdict(low, high) == verdict
+    assert capacity.workers_interval(_rounds(ms)) == (low, high)  # seeded: the same rounds, the same interval
 
 
 @pytest.mark.parametrize(("argv", "message"), [
