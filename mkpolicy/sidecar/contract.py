@@ -38,6 +38,7 @@ SidecarConfig's ``wire.allow`` widens the contract, explicitly.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -256,8 +257,21 @@ def guess_resource(kind: str) -> str:
     return name + "s"
 
 
-def _media(value: str) -> list[str]:
-    """The media ranges of an Accept or Content-Type value: ``type/subtype`` plus ``;as=X`` when asked."""
+def _media(value: str) -> tuple[str, ...]:
+    """The media ranges of an Accept or Content-Type value: ``type/subtype`` plus ``;as=X`` when asked.
+
+    Cached for values up to :data:`CACHED_MEDIA` characters: a client repeats the few it sends
+    (parsing them was half of a request's contract check); longer ones are not kept, so the
+    cache stays small whatever clients send.
+    """
+    return _media_cached(value) if len(value) <= CACHED_MEDIA else _parse_media(value)
+
+
+#: Accept and Content-Type values up to this length are cached.
+CACHED_MEDIA = 512
+
+
+def _parse_media(value: str) -> tuple[str, ...]:
     out = []
     for part in value.split(","):
         pieces = [p.strip() for p in part.split(";")]
@@ -266,10 +280,13 @@ def _media(value: str) -> list[str]:
             continue
         as_ = next((p[3:].strip() for p in pieces[1:] if p.lower().startswith("as=")), "")
         out.append(f"{base};as={as_}" if as_ else base)
-    return out
+    return tuple(out)
 
 
-def _allowed_media(found: list[str], allowed: frozenset[str]) -> str | None:
+_media_cached = functools.lru_cache(maxsize=256)(_parse_media)
+
+
+def _allowed_media(found: tuple[str, ...], allowed: frozenset[str]) -> str | None:
     """The first media type not allowed (None: all are)."""
     if "*" in allowed:
         return None
@@ -320,7 +337,6 @@ class Contract:
         if target is None:
             self._check_discovery(head)
             return None
-        what = _describe(target)
         index = self._index
         candidates = [
             r
@@ -331,17 +347,20 @@ class Contract:
         if not candidates and self.provisional:
             raise ContractRefusal(
                 503,
-                f"mkpolicy sidecar: no policy set is active yet, so it is not known whether {what} is a policy "
+                f"mkpolicy sidecar: no policy set is active yet, so it is not known whether {_describe(target)} is "
+                "a policy "
                 "kind; retry shortly",
             )
         if not candidates:
-            raise ContractRefusal(403, f"mkpolicy sidecar: wire contract: {what} is not a resource Kueue uses; refused")
+            raise ContractRefusal(
+                403, f"mkpolicy sidecar: wire contract: {_describe(target)} is not a resource Kueue uses; refused"
+            )
         verbs = [r for r in candidates if r.shape.verb == target.verb and r.shape.allows(method)]
         if not verbs:
             sent = sorted({r.shape.verb for r in candidates})
             raise ContractRefusal(
                 403,
-                f"mkpolicy sidecar: wire contract: {method} ({target.verb}) of {what} is refused: "
+                f"mkpolicy sidecar: wire contract: {method} ({target.verb}) of {_describe(target)} is refused: "
                 f"Kueue sends only {', '.join(sent)} of it (wire contract rules {candidates[0].family!r})",
             )
         problems = []
@@ -351,7 +370,7 @@ class Contract:
                 return rule
             problems.append(problem)
         problem = problems[0]  # Kueue's own rule's (widenings come after it)
-        raise ContractRefusal(403, f"mkpolicy sidecar: wire contract: {target.verb} of {what}: {problem}")
+        raise ContractRefusal(403, f"mkpolicy sidecar: wire contract: {target.verb} of {_describe(target)}: {problem}")
 
     @staticmethod
     def _mismatch(rule: Rule, head: RequestHead, target: Target, body: bool) -> str:
@@ -371,7 +390,7 @@ class Contract:
             if not shape.bodies:
                 return f"a body is refused (rule {rule.name} takes none)"
             kind = _media(head.fields.get("content-type", ""))
-            wrong = _allowed_media(kind or ["(none)"], shape.bodies)
+            wrong = _allowed_media(kind or ("(none)",), shape.bodies)
             if wrong is not None:
                 return f"Content-Type {wrong!r} is refused (rule {rule.name} takes {', '.join(sorted(shape.bodies))})"
         return ""

@@ -147,19 +147,18 @@ class _Head:
         self.complete = True
 
 
-def _fields(raw: list[tuple[bytes, bytes]]) -> tuple[list[tuple[str, str]], dict[str, list[str]]]:
-    """Headers as text, and lower-cased name -> values (joined once, by the caller: linear time)."""
-    headers: list[tuple[str, str]] = []
-    values: dict[str, list[str]] = {}
-    for name_b, value_b in raw:
-        name, value = name_b.decode("latin-1"), value_b.decode("latin-1").strip(" \t")
-        headers.append((name, value))
-        values.setdefault(name.lower(), []).append(value)
-    return headers, values
-
-
-def _joined(values: dict[str, list[str]]) -> dict[str, str]:
-    return {name: v[0] if len(v) == 1 else ", ".join(v) for name, v in values.items()}
+def _fields(raw: list[tuple[bytes, bytes]]) -> tuple[list[tuple[str, str]], dict[str, str], bool]:
+    """Headers as text; lower-cased name -> value (repeated fields joined with ", ", in linear time); whether
+    a name is repeated."""
+    headers = [(name.decode("latin-1"), value.decode("latin-1").strip(" \t")) for name, value in raw]
+    fields = {name.lower(): value for name, value in headers}
+    repeated = len(fields) < len(headers)
+    if repeated:  # (rare: the common case above is one pass)
+        values: dict[str, list[str]] = {}
+        for name, value in headers:
+            values.setdefault(name.lower(), []).append(value)
+        fields = {name: ", ".join(v) for name, v in values.items()}
+    return headers, fields, repeated
 
 
 def _tokens(value: str) -> set[str]:
@@ -247,19 +246,18 @@ class HeadReader:
             raise HttpError(
                 400, f"the request path holds {decoded.ambiguous}; send the canonical path (segments separated by '/')"
             )
-        headers, values = _fields(collector.headers)
-        identity = sorted(name for name in values if name.startswith(IDENTITY_PREFIXES))
+        headers, fields, repeated = _fields(collector.headers)
+        identity = sorted(name for name in fields if name.startswith(IDENTITY_PREFIXES))
         if identity:
             names = ", ".join(identity)
             raise HttpError(403, f"identity fields are not relayed with the worker's credentials: {names}")
-        hosts = values.get("host", [])
-        if len(hosts) != 1:
-            raise HttpError(400, f"expected one Host field; found {len(hosts)}")
-        connection = _tokens(", ".join(values.get("connection", ())))
+        hosts = sum(1 for name, _ in headers if name.lower() == "host") if repeated else int("host" in fields)
+        if hosts != 1:
+            raise HttpError(400, f"expected one Host field; found {hosts}")
+        connection = _tokens(fields.get("connection", ""))
         named = sorted(connection & PROTECTED)
         if named:
             raise HttpError(400, f"the Connection field names {', '.join(named)}, which a proxy must keep")
-        fields = _joined(values)
         framing: Framing = "none"
         length = 0
         coding = fields.get("transfer-encoding")
@@ -309,8 +307,7 @@ def parse_response_head(raw: bytes, method: str, max_fields: int = MAX_FIELDS) -
     if version not in ("1.0", "1.1"):
         raise HttpError(502, f"HTTP/{version} answer; expected HTTP/1.1")
     status = parser.get_status_code()
-    headers, values = _fields(collector.headers)
-    fields = _joined(values)
+    headers, fields, _ = _fields(collector.headers)
     tokens = _tokens(fields.get("connection", ""))
     if tokens & FRAMING:
         raise HttpError(

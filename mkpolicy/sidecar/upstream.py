@@ -314,11 +314,10 @@ class Upstream:
         if connection:
             dropped = dropped | {t.strip().lower() for v in connection for t in v.split(",")}
         lines = [f"{method} {self.prefix}{target} HTTP/1.1", f"Host: {self.authority}"]
-        lines.extend(
-            f"{name}: {value}"
-            for name, value in headers
-            if name.lower() not in dropped and not name.lower().startswith(IDENTITY_PREFIXES)
-        )
+        for name, value in headers:
+            key = name.lower()
+            if key not in dropped and not key.startswith(IDENTITY_PREFIXES):
+                lines.append(f"{name}: {value}")
         authorization = self._tokens.authorization()
         if authorization:
             lines.append(f"Authorization: {authorization}")

@@ -79,6 +79,7 @@ def test_request_head_fields_and_framing() -> None:
         (req(start="G(T / HTTP/1.1"), 400, "malformed message head"),
         (req(host=False), 400, "expected one Host field; found 0"),
         (req("Host: y"), 400, "expected one Host field; found 2"),
+        (req("X: a", "HOST: y", "x: b", "host: z"), 400, "expected one Host field; found 3"),
         (req("Connection: Content-Length", "Content-Length: 5"), 400, "the Connection field names content-length"),
         (req("Connection: close, host"), 400, "the Connection field names host"),
         (req(start="GET /api/v1/namespaces%2Fa HTTP/1.1"), 400, "an encoded '/' (%2F)"),
@@ -118,6 +119,10 @@ def test_response_head_framing() -> None:
     kept = parse_response_head(resp("Content-Length: 1", "Connection: keep-alive", start="HTTP/1.0 200 OK"), "GET")
     assert not kept.close and kept.hop
     assert parse_response_head(resp("Content-Length: 1", start="HTTP/1.1 200"), "GET").reason == ""
+    # a repeated field: every line kept as sent, the values joined in order under the lower-cased name
+    repeated = parse_response_head(resp("Warning: a", "Content-Length: 1", "warning: b", "WARNING: c"), "GET")
+    assert repeated.headers == [("Warning", "a"), ("Content-Length", "1"), ("warning", "b"), ("WARNING", "c")]
+    assert repeated.fields == {"warning": "a, b, c", "content-length": "1"}
     assert parse_response_head(resp("Content-Length: 1", start="HTTP/1.1 299 Odd One"), "GET").reason == "Odd One"
 
 
