@@ -37,7 +37,6 @@ import itertools
 import os
 import random
 import statistics
-import sys
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -45,12 +44,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from sidecar import ORIGIN, Side, cpu_seconds, manager_run, pct, worker_status
 from sidecar_real import (
     CLIENT_QPS,
     CLIENTS_PER_WORKER,
     WORKER,
+    SecondSidecar,
     copy_body,
     go_proxy,
     log,
@@ -60,8 +59,7 @@ from sidecar_real import (
 from sidecar_versus import DELETE_OPTIONS, METADATA, workload
 
 from mkpolicy.testing.peers.multikueue import KUEUE_API, RealMultiKueue
-from mkpolicy.testing.peers.processes import Process, free_port, wait_until
-from mkpolicy.testing.peers.sidecar import READY_TIMEOUT, http_ok
+from mkpolicy.testing.peers.processes import free_port
 
 #: Requests a second one worker sends at most (Kueue's client limits).
 RATE = CLIENT_QPS * CLIENTS_PER_WORKER
@@ -121,42 +119,22 @@ def job(ns: str, j: int) -> list[Call]:
 PER_JOB = (len(job("x", 0)) + len(job("x", 1))) / 2
 
 
-class CapacitySidecar:
+class CapacitySidecar(SecondSidecar):
     """A sidecar process with an endpoint per simulated worker, all reaching the one real worker API server:
     the ``--real`` sidecar's configuration (manager, Kueue's version) with its own state and ports, the
     reload interval and limits left at their defaults, nothing wired."""
 
     def __init__(self, mk: RealMultiKueue, workers: int, folder: Path) -> None:
-        assert mk.sidecar is not None and mk.policies is not None
-        folder.mkdir(parents=True)
-        kubeconfig = folder / "worker.kubeconfig"
-        kubeconfig.write_text(yaml.safe_dump(mk.workers[WORKER].kubeconfig(cluster=WORKER)))
-        config = yaml.safe_load(mk.sidecar.config_file.read_text())
-        for key in ("reload", "logging"):
-            config.pop(key, None)
         self.names = [f"w{i:03d}" for i in range(workers)]
         self.ports = {name: free_port() for name in self.names}
-        self.ops_port = free_port()
         self.state = folder / "state"
-        config.update(
-            ops={"address": "127.0.0.1", "port": self.ops_port},
-            state={"dir": str(self.state)},
-            workers=[{"name": n, "port": p, "kubeconfig": {"file": str(kubeconfig)}} for n, p in self.ports.items()],
-        )
-        (folder / "config.yaml").write_text(yaml.safe_dump(config))
-        argv = [sys.executable, "-m", "mkpolicy", "sidecar", "--policies", str(mk.policies),
-                "--config", str(folder / "config.yaml")]  # fmt: skip
-        self.process = Process("mkpolicy sidecar (capacity)", argv, folder / "sidecar.log",
-                               env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
 
-    def __enter__(self) -> CapacitySidecar:
-        self.process.start()
-        url = f"http://127.0.0.1:{self.ops_port}/readyz"
-        wait_until(self.process, lambda: http_ok(url), "the capacity sidecar's /readyz", READY_TIMEOUT)
-        return self
+        def defaults(config: dict[str, Any]) -> None:
+            for key in ("reload", "logging"):
+                config.pop(key, None)
+            config["state"] = {"dir": str(self.state)}
 
-    def __exit__(self, *exc: object) -> None:
-        self.process.stop()
+        super().__init__(mk, folder, "mkpolicy sidecar (capacity)", self.ports, defaults)
 
     def sides(self) -> list[Side]:
         """Each worker's endpoint, its token and the sidecar's CA (from its state folder)."""

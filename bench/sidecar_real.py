@@ -64,7 +64,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Self, TextIO
 
 import yaml
 from sidecar import ORIGIN, PREBUILT, Side, cpu_seconds, keep_round, manager_run, pct, timed, worker_status
@@ -79,6 +79,8 @@ from mkpolicy.testing.peers.multikueue import (
     RealMultiKueue,
     ensure_metrics_cert,
 )
+from mkpolicy.testing.peers.processes import Process, free_port, wait_until
+from mkpolicy.testing.peers.sidecar import READY_TIMEOUT, http_ok
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Kueue's remote clients: client-go's default token bucket per REST client, and the clients a worker gets.
@@ -458,6 +460,53 @@ def multikueue_alone(kueue_version: str, tmp: Path) -> Iterator[RealMultiKueue]:
         yield mk
     finally:
         mk.stop()
+
+
+class SecondSidecar:
+    """Another sidecar process beside the ``--real`` one (``--against``, ``--capacity``): that one's configuration
+    (manager, Kueue's version) with ``ports``' workers (name -> port), each the real worker API server, and an
+    ops port of its own; ``edit`` changes the configuration further, ``src`` runs another checkout's mkpolicy.
+    Started and ready (its ``/readyz``) on entering, stopped on leaving, also when it never got ready."""
+
+    def __init__(
+        self,
+        mk: RealMultiKueue,
+        folder: Path,
+        name: str,
+        ports: dict[str, int],
+        edit: Callable[[dict[str, Any]], None] | None = None,
+        src: Path | None = None,
+    ) -> None:
+        assert mk.sidecar is not None and mk.policies is not None
+        folder.mkdir(parents=True)
+        kubeconfig = folder / "worker.kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump(mk.workers[WORKER].kubeconfig(cluster=WORKER)))
+        config = yaml.safe_load(mk.sidecar.config_file.read_text())
+        self.ops_port = free_port()
+        config["ops"]["port"] = self.ops_port
+        config["workers"] = [{"name": n, "port": p, "kubeconfig": {"file": str(kubeconfig)}} for n, p in ports.items()]
+        if edit is not None:
+            edit(config)
+        (folder / "config.yaml").write_text(yaml.safe_dump(config))
+        argv = [sys.executable, "-m", "mkpolicy", "sidecar", "--policies", str(mk.policies),
+                "--config", str(folder / "config.yaml")]  # fmt: skip
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        if src is not None:  # (run in SRC: ``-m`` puts the working directory first on the path)
+            env["PYTHONPATH"] = str(src)
+        self.process = Process(name, argv, folder / "sidecar.log", env=env, cwd=src)
+
+    def __enter__(self) -> Self:
+        self.process.start()
+        try:
+            wait_until(self.process, lambda: http_ok(f"http://127.0.0.1:{self.ops_port}/readyz"),
+                       f"the {self.process.name}'s /readyz", READY_TIMEOUT)  # fmt: skip
+        except BaseException:
+            self.process.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.process.stop()
 
 
 def established(port: int) -> bool:

@@ -24,18 +24,15 @@ import contextlib
 import copy
 import itertools
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import yaml
 from sidecar import Side, cpu_seconds, timed, worker_status
-from sidecar_real import WORKER, copy_body, log, multikueue_alone, print_run, wired_side
+from sidecar_real import WORKER, SecondSidecar, copy_body, log, multikueue_alone, print_run, wired_side
 
 from mkpolicy.testing.peers.multikueue import KUEUE_API, RealMultiKueue
-from mkpolicy.testing.peers.processes import Process, free_port, wait_until
-from mkpolicy.testing.peers.sidecar import READY_TIMEOUT, http_ok
+from mkpolicy.testing.peers.processes import free_port
 
 #: Seconds each sidecar's idle CPU is measured over (10 ms ticks).
 IDLE_S = 10.0
@@ -48,34 +45,12 @@ METADATA = (
 DELETE_OPTIONS = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
 
 
-class Other:
+class Other(SecondSidecar):
     """The second sidecar: SRC's mkpolicy, the first one's configuration on other ports, nothing wired."""
 
     def __init__(self, mk: RealMultiKueue, src: Path, folder: Path) -> None:
-        assert mk.sidecar is not None
-        folder.mkdir(parents=True)
-        config = yaml.safe_load(mk.sidecar.config_file.read_text())
-        kubeconfig = folder / "worker.kubeconfig"
-        kubeconfig.write_text(yaml.safe_dump(mk.workers[WORKER].kubeconfig(cluster=WORKER)))
-        self.port, self.ops_port = free_port(), free_port()
-        config["ops"]["port"] = self.ops_port
-        config["workers"] = [{"name": WORKER, "port": self.port, "kubeconfig": {"file": str(kubeconfig)}}]
-        (folder / "config.yaml").write_text(yaml.safe_dump(config))
-        assert mk.policies is not None
-        argv = [sys.executable, "-m", "mkpolicy", "sidecar", "--policies", str(mk.policies)]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(src)}
-        # (run in SRC: ``-m`` puts the working directory first on the path)
-        self.process = Process("mkpolicy sidecar (other)", [*argv, "--config", str(folder / "config.yaml")],
-                               folder / "sidecar.log", env=env, cwd=src)  # fmt: skip
-
-    def __enter__(self) -> Other:
-        self.process.start()
-        wait_until(self.process, lambda: http_ok(f"http://127.0.0.1:{self.ops_port}/readyz"), "the other sidecar's "
-                   "/readyz", READY_TIMEOUT)  # fmt: skip
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.process.stop()
+        self.port = free_port()
+        super().__init__(mk, folder, "mkpolicy sidecar (other)", {WORKER: self.port}, src=src)
 
 
 def workload(name: str, ns: str) -> dict[str, Any]:
