@@ -784,7 +784,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--real", action="store_true", required=True)
     parser.add_argument("--jobs", type=int, default=20, help="jobs per route (alternating)")
     parser.add_argument("--requests", type=int, default=1000, help="GETs per side and kind (all rounds)")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of interleaved GETs (best p50 kept)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="rounds of interleaved GETs (best p50 kept); with --capacity: rounds a side, alternating (the goal is "
+        "read on the interval over them)",
+    )
     parser.add_argument("--posts", type=int, default=200, help="POSTs per side")
     parser.add_argument("--kueue-version", default=build.KUEUE_VERSION)
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
@@ -831,6 +837,11 @@ def main(argv: list[str]) -> int:
             print(f"pooled from {', '.join(pooled['files'])}")
             report_end_to_end(pooled)
         return 0
+    if args.samples is not None and (args.capacity is not None or args.against):
+        parser.error("--samples: the end-to-end run's figures; --capacity and --against take no samples")
+    for option in ("jobs", "requests", "rounds", "posts"):  # (each is a count the figures are taken over)
+        if getattr(args, option) < 1:
+            parser.error(f"--{option}: expected 1 or more, got {getattr(args, option)}")
     if args.capacity is not None and args.capacity < 1:
         parser.error(f"--capacity: expected 1 worker or more, got {args.capacity}")
     if args.seconds is not None and (args.capacity is None or args.seconds <= 0):

@@ -211,8 +211,14 @@ def test_the_capacity_goal_is_read_on_the_interval_over_rounds(ms: list[float], 
     (["--capacity", "0"], "--capacity: expected 1 worker or more, got 0"),
     (["--capacity", "2", "--seconds", "0"], "--seconds: expected a positive number of seconds with --capacity N, got 0"),
     (["--seconds", "5"], "got 5 without --capacity"),
-], ids=["no-workers", "no-seconds", "seconds-alone"])  # fmt: skip
-def test_capacity_options_are_checked_before_anything_starts(
+    (["--capacity", "2", "--rounds", "0"], "--rounds: expected 1 or more, got 0"),
+    (["--jobs", "0"], "--jobs: expected 1 or more, got 0"),
+    (["--requests", "-1"], "--requests: expected 1 or more, got -1"),
+    (["--posts", "0"], "--posts: expected 1 or more, got 0"),
+    (["--capacity", "2", "--samples", "x.jsonl"], "--samples: the end-to-end run's figures; --capacity and"),
+], ids=["no-workers", "no-seconds", "seconds-alone", "no-rounds", "no-jobs", "no-requests", "no-posts",
+        "samples-of-capacity"])  # fmt: skip
+def test_options_are_checked_before_anything_starts(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as exc:
