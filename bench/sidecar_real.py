@@ -568,8 +568,9 @@ SAMPLED = ("dispatch", "dispatch_from_reserved", "status")
 
 
 def end_to_end(samples: dict[str, dict[str, list[float]]], unit: float = 1000) -> dict[str, Any]:
-    """Each route's figures (ms) from its samples (route -> figure -> values, times ``unit`` ms) and the goals'
-    ratios: the medians of the Go proxy and the sidecar over direct's, with their 95% intervals."""
+    """Each route's figures in ms from its samples (route -> figure -> values; ``unit``: ms in a value's unit,
+    1000 for seconds) and the goals' ratios: the Go proxy's and the sidecar's medians over direct's, with
+    their 95% intervals."""
     results: dict[str, Any] = {}
     for name, figures in samples.items():
         for key in SAMPLED:

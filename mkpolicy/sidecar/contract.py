@@ -348,8 +348,7 @@ class Contract:
             raise ContractRefusal(
                 503,
                 f"mkpolicy sidecar: no policy set is active yet, so it is not known whether {_describe(target)} is "
-                "a policy "
-                "kind; retry shortly",
+                "a policy kind; retry shortly",
             )
         if not candidates:
             raise ContractRefusal(
