@@ -73,8 +73,8 @@ def _sample_lines(route: str, status_ms: list[float]) -> list[str]:
 
 
 def test_pooled_samples_are_read_on_the_pooled_interval(tmp_path: Path) -> None:
-    """``--pool``: the --samples files of several runs taken together; the goals read on the pooled interval
-    (two runs too short to say alone make one that can)."""
+    """``--pool``: the --samples files of several runs taken together (every line of each), the goals read
+    on the pooled interval and printed as the run's own table."""
     runs = []
     for n in range(2):
         lines = [*_sample_lines("direct", [20.0, 21.0, 22.0] * 20), *_sample_lines("goproxy", [20.5, 21.5] * 30),
