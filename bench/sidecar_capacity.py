@@ -53,6 +53,7 @@ from sidecar_real import (
     copy_body,
     go_proxy,
     log,
+    middle_95,
     multikueue_alone,
     print_run,
 )
@@ -291,11 +292,12 @@ def workers_interval(rounds: list[dict[str, Any]], resamples: int = 2000) -> tup
     """The 95% bootstrap interval of workers per core over ``rounds`` (resampled with replacement, each
     resample's CPU over its requests; seeded, so the same rounds give the same interval)."""
     rng = random.Random(0)
-    figures = sorted(
-        sum(w["requests"] for w in pick) / (RATE * sum(w["cpu_s"] for w in pick))
-        for pick in (rng.choices(rounds, k=len(rounds)) for _ in range(resamples))
+    return middle_95(
+        [
+            sum(w["requests"] for w in pick) / (RATE * sum(w["cpu_s"] for w in pick))
+            for pick in (rng.choices(rounds, k=len(rounds)) for _ in range(resamples))
+        ]
     )
-    return figures[resamples // 40], figures[resamples - 1 - resamples // 40]
 
 
 def goal_verdict(low: float, high: float) -> str:

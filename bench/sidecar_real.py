@@ -187,11 +187,17 @@ def median_ratio(a: list[float], b: list[float], resamples: int = 2000) -> tuple
     """``median(a) / median(b)`` and its 95% bootstrap interval (each side resampled with replacement;
     seeded, so the same samples give the same interval)."""
     rng = random.Random(0)
-    ratios = sorted(
+    ratios = [
         statistics.median(rng.choices(a, k=len(a))) / statistics.median(rng.choices(b, k=len(b)))
         for _ in range(resamples)
-    )
-    return statistics.median(a) / statistics.median(b), ratios[resamples // 40], ratios[resamples - 1 - resamples // 40]
+    ]
+    return statistics.median(a) / statistics.median(b), *middle_95(ratios)
+
+
+def middle_95(resampled: list[float]) -> tuple[float, float]:
+    """The 95% percentile interval of bootstrap figures: their 2.5th and 97.5th percentiles."""
+    ordered = sorted(resampled)
+    return ordered[len(ordered) // 40], ordered[len(ordered) - 1 - len(ordered) // 40]
 
 
 def verdict(low: float, high: float, goal: float = GOAL_RATIO) -> str:
