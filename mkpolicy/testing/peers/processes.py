@@ -2,17 +2,22 @@
 
 Every :class:`Process` started and not yet stopped is killed at interpreter exit
 (``atexit``), so an interrupted run leaves nothing behind; an orderly stop is SIGTERM,
-then SIGKILL after a grace period.
+then SIGKILL after a grace period. Where the parent is killed outright (SIGKILL runs no
+``atexit``), its guardian (:mod:`mkpolicy.testing.peers.guardian`, one small process
+started with the first peer) stops them instead.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import random
 import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -21,6 +26,30 @@ from typing import Any
 from mkpolicy.errors import MkpolicyError
 
 _LIVE: set[Process] = set()
+_GUARDIAN_LOCK = threading.Lock()
+_guardian: subprocess.Popen[bytes] | None = None
+#: Set when the guardian could not be started or has gone: peers are then stopped by ``atexit`` alone.
+_guardian_failed = False
+
+
+def _tell_guardian(line: str) -> None:
+    """Send the guardian one line (``+PID`` or ``-PID``), starting it first when needed; best effort:
+    without it a SIGKILLed parent leaves its peers running, as before, and nothing else changes."""
+    global _guardian, _guardian_failed
+    with _GUARDIAN_LOCK:
+        if _guardian_failed:
+            return
+        try:
+            if _guardian is None:
+                script = str(Path(__file__).with_name("guardian.py"))
+                _guardian = subprocess.Popen([sys.executable, "-I", script], stdin=subprocess.PIPE,
+                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                             start_new_session=True)  # fmt: skip
+            assert _guardian.stdin is not None
+            _guardian.stdin.write(line.encode() + b"\n")
+            _guardian.stdin.flush()
+        except OSError:
+            _guardian_failed = True
 
 
 class PeerStartError(MkpolicyError):
@@ -87,6 +116,7 @@ class Process:
             self.popen = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                           env=self.env, cwd=self.cwd, start_new_session=True)  # fmt: skip
         _LIVE.add(self)
+        _tell_guardian(f"+{self.popen.pid}")
         return self
 
     @property
@@ -100,6 +130,7 @@ class Process:
         _LIVE.discard(self)
         if popen is None:
             return
+        _tell_guardian(f"-{popen.pid}")
         if popen.poll() is None:
             popen.send_signal(signal.SIGTERM)
             try:
@@ -110,9 +141,11 @@ class Process:
 
     def kill(self) -> None:
         """SIGKILL at once (the harness's last resort)."""
-        if self.popen is not None and self.popen.poll() is None:
-            self.popen.kill()
-            self.popen.wait()
+        if self.popen is not None:
+            _tell_guardian(f"-{self.popen.pid}")
+            if self.popen.poll() is None:
+                self.popen.kill()
+                self.popen.wait()
         self.popen = None
         _LIVE.discard(self)
 
@@ -160,3 +193,7 @@ def wait_until(process: Process, check: Callable[[], Any], what: str, timeout: f
 def _kill_leftovers() -> None:
     for process in list(_LIVE):
         process.kill()
+    with _GUARDIAN_LOCK:
+        if _guardian is not None and _guardian.stdin is not None:
+            with contextlib.suppress(OSError):
+                _guardian.stdin.close()  # nothing listed: it exits at once
