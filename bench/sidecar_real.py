@@ -117,37 +117,43 @@ class Watch:
     """A watch on one API server's collection in a thread; ``seen(pred)`` waits for an event matching
     ``pred`` and answers the monotonic time it arrived. The server ends a watch after its
     ``timeoutSeconds`` (``server_timeout``, an hour): it is resumed from the last resourceVersion seen
-    (bookmarks keep that current), so a run longer than that misses no event."""
+    (bookmarks keep that current), so a run longer than that misses no event. It starts from the
+    collection's resourceVersion as a list answers it (list, then watch, as client-go's reflector does),
+    so even a watch ended before its first event resumes where it was."""
 
     def __init__(self, url: str, tls: Any, path: str, server_timeout: int = 3600) -> None:
         self.url, self.tls, self.path, self.server_timeout = url, tls, path, server_timeout
         #: Times the watch was opened (resumed: more than once).
         self.opened = 0
-        self.response = self._open(None)
+        with self._get("limit=1", TIMEOUT) as listed:
+            self.resource_version: str = json.load(listed)["metadata"]["resourceVersion"]
+        self.response = self._open(self.resource_version)
         self.events: list[tuple[float, str, dict[str, Any]]] = []
         #: Why the watch ended for good (the server stopped, an ERROR event), or None.
         self.ended: str | None = None
         self.changed = threading.Condition()
         threading.Thread(target=self._read, daemon=True).start()
 
-    def _open(self, resource_version: str | None) -> Any:
+    def _open(self, resource_version: str) -> Any:
         query = f"watch=true&allowWatchBookmarks=true&timeoutSeconds={self.server_timeout}"
-        if resource_version:
-            query += f"&resourceVersion={resource_version}"
+        response = self._get(f"{query}&resourceVersion={resource_version}", self.server_timeout + TIMEOUT)
+        self.opened += 1
+        return response
+
+    def _get(self, query: str, timeout: float) -> Any:
+        """The collection's answer to ``query`` (its headers in). 429 is retried: the server's watch cache
+        for a new CRD may still be initializing."""
         request = urllib.request.Request(f"{self.url}{self.path}?{query}")
         deadline = time.monotonic() + TIMEOUT
-        while True:  # the headers in: established. 429: the server's watch cache for a new CRD still initializing
+        while True:
             try:
-                response = urllib.request.urlopen(request, context=self.tls, timeout=self.server_timeout + TIMEOUT)
-                self.opened += 1
-                return response
+                return urllib.request.urlopen(request, context=self.tls, timeout=timeout)
             except urllib.error.HTTPError as exc:
                 if exc.code != 429 or time.monotonic() > deadline:
                     raise
                 time.sleep(float(exc.headers.get("Retry-After") or 1))
 
     def _read(self) -> None:
-        resource_version: str | None = None
         try:
             while True:
                 for line in self.response:
@@ -155,12 +161,12 @@ class Watch:
                     if event["type"] == "ERROR":  # e.g. 410: the resourceVersion resumed from is gone
                         self._end(f"the watch failed: {event['object'].get('message')}")
                         return
-                    resource_version = event["object"]["metadata"].get("resourceVersion") or resource_version
+                    self.resource_version = event["object"]["metadata"].get("resourceVersion") or self.resource_version
                     if event["type"] != "BOOKMARK":
                         with self.changed:
                             self.events.append((time.monotonic(), event["type"], event["object"]))
                             self.changed.notify_all()
-                self.response = self._open(resource_version)  # the server ended it (timeoutSeconds): resume
+                self.response = self._open(self.resource_version)  # the server ended it (timeoutSeconds): resume
         except Exception as exc:  # the server stopped at the end of the bench
             self._end(f"{type(exc).__name__}: {exc}")
 

@@ -231,12 +231,15 @@ def test_options_are_checked_before_anything_starts(
 def test_the_bench_watch_resumes_when_the_server_ends_it(real_kube: Any) -> None:
     """A ``--real`` run is longer than a watch's ``timeoutSeconds`` (an hour): the bench's watch is resumed
     from the last resourceVersion, and an event after the server ended it is still seen. (A 1,000-job run
-    failed at its 58th minute without this.)"""
+    failed at its 58th minute without this.) It starts from the list's resourceVersion: what was there
+    before is no event, and a watch ended before its first event resumes from there too."""
     real = bench_module("sidecar_real")
     ns = "bench-watch-resume"
     real_kube.admin.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    real_kube.admin.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "old", "namespace": ns}})
     tls = real_kube.plane.admin_tls()
     watch = real.Watch(real_kube.url, tls, f"/api/v1/namespaces/{ns}/configmaps", server_timeout=1)
+    time.sleep(3)  # ended by the server before any event, and resumed
 
     def named(name: str) -> Any:
         return lambda kind, obj: kind == "ADDED" and obj["metadata"]["name"] == name
@@ -245,4 +248,5 @@ def test_the_bench_watch_resumes_when_the_server_ends_it(real_kube: Any) -> None
         real_kube.admin.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}})
         assert watch.seen(named(name), f"ConfigMap {name}") > 0
         time.sleep(3)  # the server ends the watch after 1 s; the bench resumes it
-    assert watch.ended is None and watch.opened >= 2 and [e[1] for e in watch.events] == ["ADDED", "ADDED"]
+    assert watch.ended is None and watch.opened >= 3
+    assert [(e[1], e[2]["metadata"]["name"]) for e in watch.events] == [("ADDED", "before"), ("ADDED", "after")]
