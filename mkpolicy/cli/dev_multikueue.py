@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 
 MULTIKUEUE_DESCRIPTION = """\
 Bring up a MultiKueue on this machine — a manager cluster and N worker clusters — write a
-kubeconfig per cluster, and keep it running until interrupted (Ctrl-C or SIGTERM). Then
-point kubectl, your client or your own policy at it.
+kubeconfig per cluster, and keep it running until interrupted (Ctrl-C, SIGTERM, or SIGHUP
+when the terminal closes). Then point kubectl, your client or your own policy at it.
 
 Two kinds of clusters:
 

@@ -1,5 +1,5 @@
 """What the serving ``mkpolicy dev`` tools share (``dev apiserver``, ``dev multikueue``): the CRD
-files ``--crd`` names, a folder for kubeconfigs, and running until Ctrl-C or SIGTERM."""
+files ``--crd`` names, a folder for kubeconfigs, and running until Ctrl-C, SIGTERM or SIGHUP."""
 
 from __future__ import annotations
 
@@ -62,9 +62,10 @@ def kubeconfig_lines(files: Mapping[str, Path]) -> list[str]:
 
 def until_interrupted(lines: Iterable[str]) -> None:
     """Print ``lines`` (what runs, where its kubeconfigs are) and 'press Ctrl-C to stop', then block
-    until SIGINT or SIGTERM. The caller stops what it started and prints 'stopped'."""
+    until SIGINT, SIGTERM or SIGHUP (the terminal closed: without it, the process would die without
+    stopping anything). The caller stops what it started and prints 'stopped'."""
     stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda *_: stop.set())
     for line in lines:
         print(line, flush=True)

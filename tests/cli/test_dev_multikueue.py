@@ -43,8 +43,8 @@ def started(proc: subprocess.Popen[str]) -> Iterator[str]:
     raise AssertionError(f"exited {proc.wait()} before it was up:\n{proc.stderr.read() if proc.stderr else ''}")
 
 
-def interrupted(proc: subprocess.Popen[str]) -> tuple[str, str]:
-    proc.send_signal(signal.SIGINT)
+def interrupted(proc: subprocess.Popen[str], sig: int = signal.SIGINT) -> tuple[str, str]:
+    proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     return out, err
@@ -77,6 +77,19 @@ def test_loopback_with_the_sidecar_wired(tmp_path: Path) -> None:
         out, _ = interrupted(proc)
     assert out.rstrip().endswith("stopped")
     assert list(out_dir.iterdir()) == []  # the kubeconfigs pointed at servers that are gone
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP-terminal-closed"])
+def test_other_stop_signals_stop_it_as_ctrl_c_does(sig: int, tmp_path: Path) -> None:
+    out_dir = tmp_path / "kubeconfigs"
+    proc = launch("--workers", "1", "--kubeconfig-dir", str(out_dir))
+    try:
+        list(started(proc))
+    finally:
+        out, _ = interrupted(proc, sig)
+    assert out.rstrip().endswith("stopped")
+    assert list(out_dir.iterdir()) == []
 
 
 @pytest.mark.timeout(120)
