@@ -28,6 +28,8 @@ import sys
 import time
 from typing import Any
 
+from mkpolicy.testing.peers.processes import guarded
+
 NAMESPACE = "default"
 OBJECTS = 100
 
@@ -184,11 +186,13 @@ def main() -> int:
         asyncio.run(_serve(args.events))
         return 0
 
-    child = subprocess.Popen(
-        [sys.executable, __file__, "--serve", "--events", str(args.events)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
+    child = guarded(
+        subprocess.Popen(
+            [sys.executable, __file__, "--serve", "--events", str(args.events)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
     )
     assert child.stdin is not None and child.stdout is not None
     try:

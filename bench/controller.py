@@ -35,6 +35,8 @@ from typing import Any
 
 import yaml
 
+from mkpolicy.testing.peers.processes import guarded
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "controller"))
 
@@ -177,7 +179,7 @@ async def rss(n: int) -> dict[str, Any]:
         argv = [sys.executable, "-m", "mkpolicy", "controller", "--policies", str(ROOT / "policies/batchrun.yaml"),
                 "--kubeconfig", str(kubeconfig), "--no-leader-election", "--ops-address", "127.0.0.1",
                 "--ops-port", str(port), "--log-level", "warning"]  # fmt: skip
-        proc = subprocess.Popen(argv, stderr=subprocess.DEVNULL)
+        proc = guarded(subprocess.Popen(argv, stderr=subprocess.DEVNULL))
         samples: list[float] = []
         try:
             async with client(cluster) as kube:

@@ -77,6 +77,8 @@ from typing import Any
 
 import yaml
 
+from mkpolicy.testing.peers.processes import guarded
+
 ROOT = Path(__file__).resolve().parent.parent
 PR_PATH = "/apis/tekton.dev/v1/namespaces/bench/pipelineruns"
 ORIGIN = "kueue.x-k8s.io/multikueue-origin"
@@ -511,11 +513,13 @@ class Healthz:
         self._proc: subprocess.Popen[str] | None = None
 
     async def __aenter__(self) -> Healthz:
-        self._proc = subprocess.Popen(
-            [sys.executable, "-c", HEALTHZ_PROBER, str(self.ops)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
+        self._proc = guarded(
+            subprocess.Popen(
+                [sys.executable, "-c", HEALTHZ_PROBER, str(self.ops)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
         )
         await asyncio.sleep(0.1)
         return self
@@ -735,11 +739,13 @@ def start_sidecar(tmp: Path, info: dict[str, Any], reads: str) -> tuple[subproce
         )
     )
     out = tmp / "out"
-    proc = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "mkpolicy", "sidecar", "--policies", str(tmp / "policies")),
-            *("--config", str(tmp / "sidecar.yaml"), "--kubeconfig-dir", str(out)),
-        ]
+    proc = guarded(
+        subprocess.Popen(
+            [
+                *(sys.executable, "-m", "mkpolicy", "sidecar", "--policies", str(tmp / "policies")),
+                *("--config", str(tmp / "sidecar.yaml"), "--kubeconfig-dir", str(out)),
+            ]
+        )
     )
     while not ready(ops) or not (out / "worker1.kubeconfig").exists():
         if proc.poll() is not None:
@@ -780,14 +786,16 @@ def live_reads(sizes: list[int], reconciles: int, rounds: int) -> list[dict[str,
     out = []
     for objects in sizes:
         tmp = Path(tempfile.mkdtemp(prefix="mkpolicy-bench-live-"))
-        clusters = subprocess.Popen(
-            [
-                *(sys.executable, __file__, "--serve-clusters", "--objects", str(objects)),
-                *("--events", "0", "--worker-latency-ms", "0", "--list-objects", "0"),
-            ],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
+        clusters = guarded(
+            subprocess.Popen(
+                [
+                    *(sys.executable, __file__, "--serve-clusters", "--objects", str(objects)),
+                    *("--events", "0", "--worker-latency-ms", "0", "--list-objects", "0"),
+                ],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
         )
         proc = None
         try:
@@ -897,23 +905,25 @@ def main() -> int:
         return 0
 
     tmp = Path(tempfile.mkdtemp(prefix="mkpolicy-bench-"))
-    clusters = subprocess.Popen(
-        [
-            sys.executable,
-            __file__,
-            "--serve-clusters",
-            "--objects",
-            str(args.objects),
-            "--events",
-            str(args.events),
-            "--worker-latency-ms",
-            str(args.worker_latency_ms),
-            "--list-objects",
-            str(args.list_objects),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
+    clusters = guarded(
+        subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "--serve-clusters",
+                "--objects",
+                str(args.objects),
+                "--events",
+                str(args.events),
+                "--worker-latency-ms",
+                str(args.worker_latency_ms),
+                "--list-objects",
+                str(args.list_objects),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
     )
     sidecar_proc = None
     floor_proc = None
@@ -925,8 +935,10 @@ def main() -> int:
         seeded = time.monotonic() - t0
         for name in ("manager", "worker1"):
             (tmp / f"{name}.kubeconfig").write_text(yaml.safe_dump(info[name]["kubeconfig"]))
-        drip_proc = subprocess.Popen(
-            [sys.executable, __file__, "--serve-drip"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        drip_proc = guarded(
+            subprocess.Popen(
+                [sys.executable, __file__, "--serve-drip"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            )
         )
         assert drip_proc.stdout is not None
         drip_port = json.loads(drip_proc.stdout.readline())["port"]
@@ -964,19 +976,21 @@ def main() -> int:
             if args.uvloop
             else ["-m", "mkpolicy"]
         )  # fmt: skip
-        sidecar_proc = subprocess.Popen(
-            [
-                sys.executable,
-                *profile,
-                *entry,
-                "sidecar",
-                "--policies",
-                str(tmp / "policies"),
-                "--config",
-                str(tmp / "sidecar.yaml"),
-                "--kubeconfig-dir",
-                str(tmp / "out"),
-            ],
+        sidecar_proc = guarded(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    *profile,
+                    *entry,
+                    "sidecar",
+                    "--policies",
+                    str(tmp / "policies"),
+                    "--config",
+                    str(tmp / "sidecar.yaml"),
+                    "--kubeconfig-dir",
+                    str(tmp / "out"),
+                ],
+            )
         )
         while not ready(ops) or not (tmp / "out" / "drip.kubeconfig").exists():
             if sidecar_proc.poll() is not None:
@@ -988,17 +1002,19 @@ def main() -> int:
         floor = None
         if not args.no_floor:
             worker = info["worker1"]
-            floor_proc = subprocess.Popen(
-                [sys.executable, __file__, "--serve-floor", worker["url"], worker["ca"]],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                text=True,
+            floor_proc = guarded(
+                subprocess.Popen(
+                    [sys.executable, __file__, "--serve-floor", worker["url"], worker["ca"]],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
             )
             assert floor_proc.stdout is not None
             floor_info = json.loads(floor_proc.stdout.readline())
             floor = Side(floor_info["url"], worker["token"], floor_info["ca"])
         # other work on the machine, the same for both sides (--load): plain busy loops
-        hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.load)]
+        hogs = [guarded(subprocess.Popen([sys.executable, "-c", "while True: pass"])) for _ in range(args.load)]
         try:
             results = asyncio.run(
                 measure(info, side, floor, args.requests, args.rounds, args.posts, args.events, sidecar_proc.pid)

@@ -8,11 +8,11 @@ that forked exits, not the process.
 
 The parent starts this script once (``python -I guardian.py``, in a session of its own, so
 a Ctrl-C reaches only the parent) with a pipe on its stdin, and writes one line per
-change: ``+PID`` for a peer started (a session leader, so its process group is its pid),
-``-PID`` for one the parent stopped itself. The pipe's write end is the parent's alone
+change: ``+PID`` for a child started (a peer is a session leader: its whole process group is
+stopped), ``-PID`` for one the parent stopped itself. The pipe's write end is the parent's alone
 (Python's descriptors are not inherited across exec), so end of file means the parent is
-gone, or stopped everything and closed it. Then every peer still listed gets SIGTERM on its
-process group and, after a grace period, SIGKILL. A pid is signalled only while it is the
+gone, or stopped everything and closed it. Then every child still listed gets SIGTERM and,
+after a grace period, SIGKILL. A pid is signalled only while it is the
 same process: its start time (``/proc/PID/stat``) is read when it is listed and again
 before each signal, so a pid the kernel gave to another process since is left alone.
 
@@ -49,29 +49,30 @@ def same(pid: int, started: str | None) -> bool:
     return started is None or start_time(pid) == started
 
 
-def signal_group(pid: int, started: str | None, signum: int) -> bool:
-    """Send ``signum`` to the process group led by ``pid`` while ``pid`` is the listed process;
-    False when there is nothing left to signal."""
+def signal_listed(pid: int, started: str | None, signum: int) -> bool:
+    """Send ``signum`` to the listed process ``pid`` (to its whole group when it leads one, as a peer in a
+    session of its own does) while it is still that process; False when there is nothing left to signal."""
     if not same(pid, started):
         return False
     try:
-        os.killpg(pid, signum)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # the pid now leads some other user's group: not ours
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, signum)
+        else:
+            os.kill(pid, signum)
+    except (ProcessLookupError, PermissionError):  # gone, or (a reused pid) not ours
         return False
     return True
 
 
 def stop_all(listed: dict[int, str | None], grace: float = GRACE) -> None:
-    """SIGTERM each listed group, SIGKILL the ones still there after ``grace`` seconds."""
-    living = {pid: started for pid, started in listed.items() if signal_group(pid, started, signal.SIGTERM)}
+    """SIGTERM each listed process, SIGKILL the ones still there after ``grace`` seconds."""
+    living = {pid: started for pid, started in listed.items() if signal_listed(pid, started, signal.SIGTERM)}
     deadline = time.monotonic() + grace
     while living and time.monotonic() < deadline:
         time.sleep(0.1)
-        living = {pid: started for pid, started in living.items() if signal_group(pid, started, 0)}
+        living = {pid: started for pid, started in living.items() if signal_listed(pid, started, 0)}
     for pid, started in living.items():
-        signal_group(pid, started, signal.SIGKILL)
+        signal_listed(pid, started, signal.SIGKILL)
 
 
 def watch(lines: Iterable[str], grace: float = GRACE) -> dict[int, str | None]:

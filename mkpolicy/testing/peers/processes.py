@@ -21,11 +21,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from mkpolicy.errors import MkpolicyError
 
 _LIVE: set[Process] = set()
+PopenT = TypeVar("PopenT", bound="subprocess.Popen[Any]")
 _GUARDIAN_LOCK = threading.Lock()
 _guardian: subprocess.Popen[bytes] | None = None
 #: Set when the guardian could not be started or has gone: peers are then stopped by ``atexit`` alone.
@@ -87,6 +88,14 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         bound: int = sock.getsockname()[1]
         return bound
+
+
+def guarded(popen: PopenT) -> PopenT:
+    """``popen``, listed with the guardian: if it still runs when this process ends, however it ends
+    (killed outright included), it is stopped. For children started without :class:`Process` (the
+    benches' own servers and load)."""
+    _tell_guardian(f"+{popen.pid}")
+    return popen
 
 
 class Process:

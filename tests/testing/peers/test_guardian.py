@@ -89,7 +89,7 @@ def test_a_pid_that_is_another_process_now_is_left_alone() -> None:
 
 PARENT = textwrap.dedent(
     """
-    import sys, time
+    import subprocess, sys, time
     from pathlib import Path
     from mkpolicy.testing.peers import processes
     peer = processes.Process("sleeper", [sys.executable, "-c", "import time; time.sleep(600)"], Path(sys.argv[1]))
@@ -97,25 +97,27 @@ PARENT = textwrap.dedent(
     stopped = processes.Process("stopped", [sys.executable, "-c", "import time; time.sleep(600)"], Path(sys.argv[1]))
     stopped.start()
     stopped.stop()
-    print(peer.pid, processes._guardian.pid, flush=True)
+    plain = processes.guarded(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"]))
+    print(peer.pid, plain.pid, processes._guardian.pid, flush=True)
     """
 )
 
 
 @pytest.mark.timeout(300)
-def test_a_parent_killed_outright_leaves_no_peer_running(tmp_path: Path) -> None:
+def test_a_parent_killed_outright_leaves_no_child_running(tmp_path: Path) -> None:
     code = PARENT + "time.sleep(600)\n"
     parent = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "peer.log")], stdout=subprocess.PIPE)
     assert parent.stdout is not None
-    peer, guard = (int(word) for word in parent.stdout.readline().split())
+    peer, plain, guard = (int(word) for word in parent.stdout.readline().split())
     try:
-        assert not gone(peer) and not gone(guard)
+        assert not gone(peer) and not gone(plain) and not gone(guard)
         parent.kill()  # no atexit, no finally: only the guardian is left to act
         parent.wait()
         assert wait_gone(peer), "the peer outlived its parent"
+        assert wait_gone(plain), "the guarded child (in the parent's process group) outlived its parent"
         assert wait_gone(guard), "the guardian did not exit after stopping the peer"
     finally:
-        for pid in (peer, guard):
+        for pid in (peer, plain, guard):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
 
@@ -125,5 +127,6 @@ def test_an_orderly_exit_stops_the_guardian_too(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", PARENT, str(tmp_path / "peer.log")], capture_output=True, text=True,
                           timeout=GONE_WITHIN)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    peer, guard = (int(word) for word in done.stdout.split())
+    peer, plain, guard = (int(word) for word in done.stdout.split())
     assert wait_gone(peer) and wait_gone(guard)
+    assert wait_gone(plain)  # still listed when the pipe ended: the guardian stopped it
