@@ -16,8 +16,9 @@ import sys
 
 APISERVER_DESCRIPTION = """\
 Serve a loopback Kubernetes API server on 127.0.0.1 until interrupted (Ctrl-C,
-SIGTERM or SIGHUP), and write a kubeconfig for it: HTTPS with a CA generated at start, a bearer
-token, the CA embedded as data (the shape Kueue accepts for MultiKueue clusters).
+SIGTERM or SIGHUP), and write a kubeconfig for it: HTTPS with a CA generated at
+start, a bearer token, the CA embedded as data (the shape Kueue accepts for
+MultiKueue clusters).
 
 It serves Namespaces, ConfigMaps, Secrets, Leases, batch/v1 Jobs and
 CustomResourceDefinitions, plus every CRD given with --crd or --bundled, with

@@ -69,9 +69,9 @@ examples:
 
 Every process and file it made is removed when it stops, also after a failed start
 (the failing component's log is quoted). Killed outright (kill -9), it leaves its files,
-and a small guardian process stops its peers within seconds. Build the real peers ahead of time with
-'mkpolicy dev build-peers'. exit codes: 0 after an interrupt, 1 when a peer cannot be
-built or started, 2 for a bad option.
+and a small guardian process stops its peers within seconds. Build the real peers ahead
+of time with 'mkpolicy dev build-peers'. exit codes: 0 after an interrupt, 1 when a peer
+cannot be built or started, 2 for a bad option.
 """
 
 

@@ -6,15 +6,15 @@ folders. Linux's ``PR_SET_PDEATHSIG`` is not used: Python can set it only throug
 ``preexec_fn``, which is unsafe in a process with threads, and it fires when the thread
 that forked exits, not the process.
 
-The parent starts this script once (``python -I guardian.py``, in a session of its own, so
-a Ctrl-C reaches only the parent) with a pipe on its stdin, and writes one line per
-change: ``+PID`` for a child started (a peer is a session leader: its whole process group is
-stopped), ``-PID`` for one the parent stopped itself. The pipe's write end is the parent's alone
-(Python's descriptors are not inherited across exec), so end of file means the parent is
-gone, or stopped everything and closed it. Then every child still listed gets SIGTERM and,
-after a grace period, SIGKILL. A pid is signalled only while it is the
-same process: its start time (``/proc/PID/stat``) is read when it is listed and again
-before each signal, so a pid the kernel gave to another process since is left alone.
+The parent starts this script once (``python -I guardian.py``, in a session of its own, so a
+Ctrl-C reaches only the parent) with a pipe on its stdin, and writes one line per change:
+``+PID`` for a child started (a peer is a session leader: its whole process group is
+stopped), ``-PID`` for one the parent stopped itself. The pipe's write end is the parent's
+alone (Python's descriptors are not inherited across exec), so end of file means the parent
+is gone, or stopped everything and closed it. Then every child still listed gets SIGTERM
+and, after a grace period, SIGKILL. A pid is signalled only while it is the same process:
+its start time (``/proc/PID/stat``) is read when it is listed and again before each signal,
+so a pid the kernel gave to another process since is left alone.
 
 Standard library only: it runs by path, without importing mkpolicy.
 """

@@ -205,4 +205,4 @@ def _kill_leftovers() -> None:
     with _GUARDIAN_LOCK:
         if _guardian is not None and _guardian.stdin is not None:
             with contextlib.suppress(OSError):
-                _guardian.stdin.close()  # nothing listed: it exits at once
+                _guardian.stdin.close()  # it stops what is still listed (guarded children), then exits
