@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import os
 import random
 import statistics
@@ -68,6 +69,8 @@ RATE = CLIENT_QPS * CLIENTS_PER_WORKER
 WARMUP_S = 3.0
 #: Seconds each process's idle CPU is measured over before the load.
 IDLE_S = 10.0
+#: The two sides, in the order they are reported.
+SIDES = ("sidecar", "goproxy")
 #: Seconds a request may take before it counts as failed (a stalled load is an error, not a hang).
 REQUEST_TIMEOUT = 60.0
 #: The goal: workers one sidecar core serves at those limits.
@@ -139,8 +142,6 @@ class CapacitySidecar(SecondSidecar):
 
     def sides(self) -> list[Side]:
         """Each worker's endpoint, its token and the sidecar's CA (from its state folder)."""
-        import json
-
         tokens = json.loads((self.state / "tokens.json").read_text())
         ca = (self.state / "ca.crt").read_text()
         return [Side(f"https://127.0.0.1:{self.ports[n]}", tokens[n], ca) for n in self.names]
@@ -193,8 +194,6 @@ class SimulatedWorker:
                 await session.close()
 
     async def send(self, session: Any, call: Call) -> None:
-        import json
-
         side = self.side
         data = json.dumps(call.body).encode() if call.body is not None else None
         headers = dict(side.headers, Accept=call.accept, **({"Content-Type": "application/json"} if data else {}))
@@ -339,25 +338,79 @@ def run(workers: int, seconds: float, rounds: int, kueue_version: str, tmp: Path
                                          + "; ".join(window["first_errors"]))  # fmt: skip
                     windows[name].append(window)
     for name, got in windows.items():
-        cpu = sum(w["cpu_s"] for w in got)
-        span = sum(w["window_s"] for w in got)
-        served = sum(w["requests"] for w in got)
-        per_request = cpu / served * 1000
-        net = max(0.0, cpu - idle[name] * span) / served * 1000
-        results[name] = {
-            "rounds": got,
-            "idle_ms_per_s": idle[name] * 1000,
-            "rate": served / span,
-            "cores": cpu / span,
-            "cpu_per_request_ms": per_request,
-            "net_cpu_per_request_ms": net,
-            "workers_per_core": 1000 / (RATE * per_request),
-            "workers_per_core_interval": workers_interval(got),
-            "workers_per_core_by_round": [w["requests"] / (RATE * w["cpu_s"]) for w in got],
-            "p50_ms": statistics.median(w["p50_ms"] for w in got),
-            "p99_ms": max(w["p99_ms"] for w in got),
-        }
+        results[name] = summary(got, idle[name])
     results.update(offered=workers * RATE, loadavg=os.getloadavg()[0], cpus=os.cpu_count())
+    return results
+
+
+def summary(got: list[dict[str, Any]], idle: float) -> dict[str, Any]:
+    """One side's figures over its measured rounds ``got``; ``idle``: its CPU seconds a second with no load."""
+    cpu = sum(w["cpu_s"] for w in got)
+    span = sum(w["window_s"] for w in got)
+    served = sum(w["requests"] for w in got)
+    per_request = cpu / served * 1000
+    return {
+        "rounds": got,
+        "idle_ms_per_s": idle * 1000,
+        "rate": served / span,
+        "cores": cpu / span,
+        "cpu_per_request_ms": per_request,
+        "net_cpu_per_request_ms": max(0.0, cpu - idle * span) / served * 1000,
+        "workers_per_core": 1000 / (RATE * per_request),
+        "workers_per_core_interval": workers_interval(got),
+        "workers_per_core_by_round": [w["requests"] / (RATE * w["cpu_s"]) for w in got],
+        "p50_ms": statistics.median(w["p50_ms"] for w in got),
+        "p99_ms": max(w["p99_ms"] for w in got),
+    }
+
+
+#: What a pooled run's rounds must share: they measure the same load.
+SAME_LOAD = ("kueue", "workers", "seconds")
+#: What the figures are made of, in each measured round.
+ROUND_KEYS = frozenset({"cpu_s", "window_s", "requests", "p50_ms", "p99_ms", "by_kind_p50_ms"})
+
+
+def pool(files: list[Path]) -> dict[str, Any]:
+    """The rounds of several ``--capacity --json`` outputs taken together, as one run of all of them (each
+    side's idle rate: the runs' own, weighted by their measured time). ValueError naming the file that is not
+    such an output, or whose load differs from the first's."""
+    runs: list[dict[str, Any]] = []
+    for path in files:
+        try:
+            run_ = json.loads(path.read_text())
+        except OSError as exc:
+            raise ValueError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{exc.lineno}:{exc.colno}: expected a --capacity --json output; "
+                             f"found invalid JSON ({exc.msg})") from None  # fmt: skip
+        try:
+            complete = all(run_[key] is not None for key in (*SAME_LOAD, "cpus", "loadavg")) and all(
+                run_[side]["idle_ms_per_s"] >= 0
+                and run_[side]["rounds"]
+                and all(set(w) >= ROUND_KEYS for w in run_[side]["rounds"])
+                for side in SIDES
+            )
+        except (KeyError, TypeError):
+            complete = False
+        if not complete:
+            raise ValueError(
+                f"{path}: expected a --capacity --json output ({', '.join(SAME_LOAD)}, and the rounds of the "
+                f"{' and the '.join(SIDES)}); found {str(run_)[:80]!r}"
+            )
+        for key in SAME_LOAD:
+            if runs and run_[key] != runs[0][key]:
+                raise ValueError(f"{path}: {key} {run_[key]}, where {files[0]} has {runs[0][key]}: "
+                                 "rounds of different loads do not pool")  # fmt: skip
+        runs.append(run_)
+    first = runs[0]
+    results: dict[str, Any] = {key: first[key] for key in SAME_LOAD}
+    results.update(files=[str(f) for f in files], rounds=sum(r["rounds"] for r in runs))
+    for side in SIDES:
+        got = [w for r in runs for w in r[side]["rounds"]]
+        spans = [sum(w["window_s"] for w in r[side]["rounds"]) for r in runs]
+        idle = sum(r[side]["idle_ms_per_s"] / 1000 * span for r, span in zip(runs, spans, strict=True)) / sum(spans)
+        results[side] = summary(got, idle)
+    results.update(offered=first["workers"] * RATE, loadavg=max(r["loadavg"] for r in runs), cpus=first["cpus"])
     return results
 
 
@@ -370,7 +423,7 @@ def report(r: dict[str, Any]) -> None:
     )
     print(f"{'':10} {'served/s':>9} {'p50 ms':>7} {'p99 ms':>7} {'cores':>6} {'CPU ms/request':>15} "
           f"{'(no idle)':>9} {'workers/core':>13}")  # fmt: skip
-    for name in ("sidecar", "goproxy"):
+    for name in SIDES:
         s = r[name]
         print(
             f"{name:10} {s['rate']:9.0f} {s['p50_ms']:7.1f} {s['p99_ms']:7.1f} {s['cores']:6.2f} "
@@ -384,12 +437,13 @@ def report(r: dict[str, Any]) -> None:
         f"{GOAL_WORKERS}: {goal_verdict(low, high)}); the Go proxy {go['workers_per_core']:.0f}; sidecar/Go CPU per "
         f"request {side['cpu_per_request_ms'] / go['cpu_per_request_ms']:.2f}x"
     )
-    for name in ("sidecar", "goproxy"):
+    for name in SIDES:
         figures = ", ".join(f"{f:.0f}" for f in r[name]["workers_per_core_by_round"])
         print(f"{name} workers per core, round by round: {figures}")
     kinds = side["rounds"][0]["by_kind_p50_ms"]
     print("sidecar p50 by kind (ms, first round): " + ", ".join(f"{k} {v:.1f}" for k, v in kinds.items()))
-    print(f"(load average {r['loadavg']:.1f} on {r['cpus']} CPUs)")
+    load = "highest load average of the runs" if "files" in r else "load average"
+    print(f"({load} {r['loadavg']:.1f} on {r['cpus']} CPUs)")
 
 
 def main(workers: int, seconds: float, rounds: int, kueue_version: str, as_json: bool) -> int:

@@ -788,7 +788,7 @@ def print_run(prefix: str, run: Callable[[Path], dict[str, Any]], report: Callab
 
 def main(argv: list[str]) -> int:
     """``bench/sidecar.py --real [--jobs N] [--requests N] [--rounds N] [--posts N] [--kueue-version V] [--json]
-    [--against SRC | --capacity N [--seconds S]]``."""
+    [--against SRC | --capacity N [--seconds S] | --pool FILE... | --pool-capacity FILE...]``."""
     import argparse
 
     parser = argparse.ArgumentParser(
@@ -838,7 +838,30 @@ def main(argv: list[str]) -> int:
         help="instead: nothing is run; the end-to-end figures of these --samples files taken together, the "
         "goals read on the pooled intervals",
     )
+    parser.add_argument(
+        "--pool-capacity",
+        metavar="FILE",
+        type=Path,
+        nargs="+",
+        help="instead: nothing is run; the rounds of these --capacity --json outputs (the same load: Kueue "
+        "version, workers, seconds) taken together, the goal read on the pooled interval",
+    )
     args = parser.parse_args(argv)
+    if args.pool and args.pool_capacity:
+        parser.error("--pool and --pool-capacity: one at a time (end-to-end samples, or capacity runs)")
+    if args.pool_capacity:
+        import sidecar_capacity
+
+        try:
+            pooled = sidecar_capacity.pool(args.pool_capacity)
+        except ValueError as exc:
+            parser.error(f"--pool-capacity: {exc}")
+        if args.json:
+            print(json.dumps(pooled, indent=2))
+        else:
+            print(f"pooled from {', '.join(pooled['files'])}")
+            sidecar_capacity.report(pooled)
+        return 0
     if args.pool:
         try:
             pooled = pool(args.pool)

@@ -147,7 +147,7 @@ def test_the_latency_goal_is_read_on_the_interval(sidecar: list[float], verdict:
 
 @pytest.mark.real_peers
 @pytest.mark.timeout(600)
-def test_real_peer_capacity_bench_runs_tiny(capsys: pytest.CaptureFixture[str]) -> None:
+def test_real_peer_capacity_bench_runs_tiny(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """``--real --capacity N``: N workers' load through the sidecar and the Go proxy; every request answered
     as Kueue expects (the bench fails on any other answer), the figures there and positive."""
     require_peers()
@@ -170,6 +170,14 @@ def test_real_peer_capacity_bench_runs_tiny(capsys: pytest.CaptureFixture[str]) 
     table = capsys.readouterr().out
     assert "one sidecar core serves" in table and "95% interval over the rounds" in table and "the Go proxy" in table
     assert "sidecar workers per core, round by round" in table
+    # its --json output pools (--pool-capacity): twice the same run is that run's figures over twice the rounds
+    output = tmp_path / "capacity.json"
+    output.write_text(proc.stdout)
+    pooled = bench_module("sidecar_capacity").pool([output, output])
+    assert pooled["rounds"] == 2
+    for side in ("sidecar", "goproxy"):
+        for key in ("cpu_per_request_ms", "net_cpu_per_request_ms", "workers_per_core", "idle_ms_per_s"):
+            assert pooled[side][key] == pytest.approx(r[side][key]), (side, key)
 
 
 def test_the_capacity_load_is_kueues_mix() -> None:
@@ -207,6 +215,58 @@ def test_the_capacity_goal_is_read_on_the_interval_over_rounds(ms: list[float], 
     assert capacity.workers_interval(_rounds(ms)) == (low, high)  # seeded: the same rounds, the same interval
 
 
+def _capacity_output(ms: dict[str, list[float]], workers: int = 20) -> dict[str, Any]:
+    """A ``--capacity --json`` output whose rounds cost each side these CPU ms a request (30 s, 9,000 requests)."""
+    def side(costs: list[float]) -> dict[str, Any]:
+        rounds = [{"requests": 9000, "cpu_s": 9000 * m / 1000, "window_s": 30.0, "p50_ms": 4.0, "p99_ms": 90.0,
+                   "by_kind_p50_ms": {"workload GET": 3.0}} for m in costs]  # fmt: skip
+        return {"rounds": rounds, "idle_ms_per_s": 5.0}
+
+    return {"kueue": "v0.19.2", "workers": workers, "seconds": 30.0, "rounds": len(ms["sidecar"]), "cpus": 2,
+            "loadavg": 2.0, **{name: side(costs) for name, costs in ms.items()}}  # fmt: skip
+
+
+def test_capacity_runs_pool_into_one_table(tmp_path: Path) -> None:
+    """``--pool-capacity``: the rounds of several --capacity --json outputs as one run's, the goal read on the
+    pooled interval: two runs at 0.60 and 0.70 ms a request pool to 0.65 ms, 103 workers per core."""
+    runs = [tmp_path / "run1.json", tmp_path / "run2.json"]
+    runs[0].write_text(json.dumps(_capacity_output({"sidecar": [0.60] * 4, "goproxy": [0.50] * 4})))
+    runs[1].write_text(json.dumps(_capacity_output({"sidecar": [0.70] * 4, "goproxy": [0.50] * 4})))
+    argv = [sys.executable, str(ROOT / "bench" / "sidecar.py"), "--real", "--pool-capacity", *map(str, runs)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert f"pooled from {runs[0]}, {runs[1]}" in proc.stdout
+    assert "8 rounds of 30s a side" in proc.stdout
+    assert "one sidecar core serves 1000 / (0.650 ms x 15/s) = 103 workers" in proc.stdout
+    assert "the Go proxy 133; sidecar/Go CPU per request 1.30x" in proc.stdout
+    pooled = bench_module("sidecar_capacity").pool(runs)
+    low, high = pooled["sidecar"]["workers_per_core_interval"]
+    assert 1000 / (15 * 0.70) <= low < 100 < high <= 1000 / (15 * 0.60)  # each run's rounds in the resamples
+
+
+@pytest.mark.parametrize(("first", "second", "message"), [
+    ("not json", None, "{first}:1:1: expected a --capacity --json output; found invalid JSON"),
+    ('{"route": "direct"}\n{"route": "sidecar"}\n', None, "{first}:2:1: expected a --capacity --json output"),
+    ('{"workers": 20}', None, "{first}: expected a --capacity --json output (kueue, workers, seconds, and the rounds"),
+    (None, None, "{first}: cannot be read ("),
+    ("run", "other-workers", "{second}: workers 10, where {first} has 20: rounds of different loads do not pool"),
+], ids=["not-json", "samples-file", "not-capacity", "no-file", "other-load"])  # fmt: skip
+def test_pool_capacity_refuses_what_does_not_pool(
+    tmp_path: Path, first: str | None, second: str | None, message: str
+) -> None:
+    outputs = {"run": _capacity_output({"sidecar": [0.6], "goproxy": [0.5]}),
+               "other-workers": _capacity_output({"sidecar": [0.6], "goproxy": [0.5]}, workers=10)}  # fmt: skip
+    paths = [tmp_path / "first.json", tmp_path / "second.json"]
+    for path, content in zip(paths, (first, second), strict=True):
+        if content is not None:
+            path.write_text(json.dumps(outputs[content]) if content in outputs else content)
+    argv = [sys.executable, str(ROOT / "bench" / "sidecar.py"), "--real", "--pool-capacity", str(paths[0])]
+    argv += [str(paths[1])] if second is not None else []
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    expected = "--pool-capacity: " + message.format(first=paths[0], second=paths[1])
+    assert proc.returncode == 2 and expected in proc.stderr, proc.stderr
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["--capacity", "0"], "--capacity: expected 1 worker or more, got 0"),
     (["--capacity", "2", "--seconds", "0"], "--seconds: expected a positive number of seconds with --capacity N, got 0"),
@@ -216,8 +276,9 @@ def test_the_capacity_goal_is_read_on_the_interval_over_rounds(ms: list[float], 
     (["--requests", "-1"], "--requests: expected 1 or more, got -1"),
     (["--posts", "0"], "--posts: expected 1 or more, got 0"),
     (["--capacity", "2", "--samples", "x.jsonl"], "--samples: the end-to-end run's figures; --capacity and"),
+    (["--pool", "a.jsonl", "--pool-capacity", "b.json"], "--pool and --pool-capacity: one at a time"),
 ], ids=["no-workers", "no-seconds", "seconds-alone", "no-rounds", "no-jobs", "no-requests", "no-posts",
-        "samples-of-capacity"])  # fmt: skip
+        "samples-of-capacity", "two-pools"])  # fmt: skip
 def test_options_are_checked_before_anything_starts(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
