@@ -849,29 +849,23 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.pool and args.pool_capacity:
         parser.error("--pool and --pool-capacity: one at a time (end-to-end samples, or capacity runs)")
-    if args.pool_capacity:
+    if args.pool or args.pool_capacity:  # nothing run: files read together
         import sidecar_capacity
 
+        option, read, show = (
+            ("--pool", pool, report_end_to_end)
+            if args.pool
+            else ("--pool-capacity", sidecar_capacity.pool, sidecar_capacity.report)
+        )
         try:
-            pooled = sidecar_capacity.pool(args.pool_capacity)
+            pooled = read(args.pool or args.pool_capacity)
         except ValueError as exc:
-            parser.error(f"--pool-capacity: {exc}")
+            parser.error(f"{option}: {exc}")
         if args.json:
             print(json.dumps(pooled, indent=2))
         else:
             print(f"pooled from {', '.join(pooled['files'])}")
-            sidecar_capacity.report(pooled)
-        return 0
-    if args.pool:
-        try:
-            pooled = pool(args.pool)
-        except ValueError as exc:
-            parser.error(f"--pool: {exc}")
-        if args.json:
-            print(json.dumps(pooled, indent=2))
-        else:
-            print(f"pooled from {', '.join(pooled['files'])}")
-            report_end_to_end(pooled)
+            show(pooled)
         return 0
     if args.samples is not None and (args.capacity is not None or args.against):
         parser.error("--samples: the end-to-end run's figures; --capacity and --against take no samples")
