@@ -51,6 +51,7 @@ Unknown fields are errors; errors name the file, line and column.
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 from typing import Any, Literal, get_args
 
@@ -713,12 +714,16 @@ def model_of(annotation: Any) -> type[BaseModel] | None:
 
 def bind_error(config: SidecarConfig, exc: OSError) -> str | None:
     """Which field of ``config`` holds the address a failed bind named, and why it failed
-    (asyncio's ``create_server`` words the error ``... bind on address ('127.0.0.1', 7443):
-    address already in use``); None when ``exc`` is not a bind error."""
+    (asyncio's ``create_server`` names the address in its message, ``... bind on address
+    ('127.0.0.1', 7443): ...``; the reason is the error number's, as Python versions word
+    the rest differently); None when ``exc`` is not a bind error."""
     found = re.search(r"bind on address \('([^']*)', (\d+)\): (.*)", str(exc))
     if found is None:
         return None
     host, port, reason = found.group(1), int(found.group(2)), found.group(3)
+    if exc.errno is not None:
+        reason = os.strerror(exc.errno)
+        reason = reason[:1].lower() + reason[1:]
     fields = []
     if port == config.ops.port and host == config.ops.address:
         fields.append("ops.port (the /healthz, /readyz and /metrics endpoint)")

@@ -10,48 +10,19 @@ references in MultiKueue Secrets (``multikueuecluster.go``, ``validateKubeconfig
 from __future__ import annotations
 
 import base64
-import datetime as _dt
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from mkpolicy.kube.certs import KeyPair, make_ca, make_serving_cert
+from mkpolicy.kube.certs import KeyPair, make_ca, make_client_cert, make_serving_cert
 from mkpolicy.kube.kubeconfig import make_kubeconfig
 
 #: Names every serving certificate holds: loopback, and Kueue's webhook Service name.
 SERVING_HOSTS = ["127.0.0.1", "localhost", "kueue-webhook-service.kueue-system.svc"]
-
-
-def make_client_cert(ca: KeyPair, common_name: str, organizations: list[str], days: int = 825) -> KeyPair:
-    """A client certificate signed by ``ca``: user ``common_name`` in groups ``organizations``."""
-    ca_cert = x509.load_pem_x509_certificate(ca.cert_pem)
-    ca_key = serialization.load_pem_private_key(ca.key_pem, password=None)
-    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
-    key = ec.generate_private_key(ec.SECP256R1())
-    attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, org) for org in organizations]
-    attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
-    now = _dt.datetime.now(_dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name(attrs))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - _dt.timedelta(minutes=5))
-        .not_valid_after(now + _dt.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                serialization.NoEncryption())  # fmt: skip
-    return KeyPair(cert.public_bytes(serialization.Encoding.PEM), key_pem)
 
 
 def _b64(data: bytes) -> str:
