@@ -185,13 +185,14 @@ def serve_clusters(objects: int, events: int, latency_ms: float, list_objects: i
 
 
 # -- the floor: the least a Python TLS-terminating relay does (child process) ----------------------
-def serve_floor(upstream: str, ca: str) -> None:
+def serve_floor(upstream: str, ca: str, cert: str | None = None, key: str | None = None) -> None:
     """Child process: a TLS relay in front of ``upstream`` — bytes copied both ways, nothing parsed.
 
     One upstream connection per client connection, asyncio protocols writing what they
     read straight to the other side: no HTTP, no credentials swapped (clients send the
-    worker's own token through it). What any proxy in Python pays at least: two TLS
-    legs, two more hops through the kernel and the event loop.
+    worker's own token through it; or the relay shows the client certificate ``cert``,
+    ``key`` (files) on every upstream connection). What any proxy in Python pays at
+    least: two TLS legs, two more hops through the kernel and the event loop.
     """
     from urllib.parse import urlsplit
 
@@ -201,6 +202,8 @@ def serve_floor(upstream: str, ca: str) -> None:
     url = urlsplit(upstream)
     host, port = url.hostname or "127.0.0.1", url.port or 443
     client_ctx = ssl.create_default_context(cadata=ca)
+    if cert and key:
+        client_ctx.load_cert_chain(cert, key)
     own_ca = make_ca("floor-ca")
     pair = make_serving_cert(own_ca, ["127.0.0.1"], "floor")
     server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -256,6 +259,20 @@ def serve_floor(upstream: str, ca: str) -> None:
         await loop.run_in_executor(None, sys.stdin.read)
 
     asyncio.run(run())
+
+
+def floor_relay(upstream: str, ca: str, *client_cert: str) -> tuple[subprocess.Popen[str], dict[str, str]]:
+    """The floor relay in front of ``upstream`` (:func:`serve_floor`, a child process); its ``url`` and ``ca``.
+    ``client_cert``: the certificate and key files it shows the upstream. Stopped by closing its stdin."""
+    proc = guarded(
+        subprocess.Popen([sys.executable, __file__, "--serve-floor", upstream, ca, *client_cert],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    )  # fmt: skip
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line:
+        raise SystemExit(f"bench: the floor relay exited ({proc.wait()}) before it listened")
+    return proc, json.loads(line)
 
 
 # -- measuring -----------------------------------------------------------------------------------
@@ -879,7 +896,7 @@ def main() -> int:
     )
     parser.add_argument("--reconciles", type=int, default=2000, help="Kueue reconciles per size (--live-reads)")
     parser.add_argument("--serve-clusters", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--serve-floor", nargs=2, metavar=("URL", "CA"), help=argparse.SUPPRESS)
+    parser.add_argument("--serve-floor", nargs="+", metavar="URL CA [CERT KEY]", help=argparse.SUPPRESS)
     parser.add_argument("--serve-drip", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.live_reads and not args.serve_clusters:
@@ -1002,16 +1019,7 @@ def main() -> int:
         floor = None
         if not args.no_floor:
             worker = info["worker1"]
-            floor_proc = guarded(
-                subprocess.Popen(
-                    [sys.executable, __file__, "--serve-floor", worker["url"], worker["ca"]],
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    text=True,
-                )
-            )
-            assert floor_proc.stdout is not None
-            floor_info = json.loads(floor_proc.stdout.readline())
+            floor_proc, floor_info = floor_relay(worker["url"], worker["ca"])
             floor = Side(floor_info["url"], worker["token"], floor_info["ca"])
         # other work on the machine, the same for both sides (--load): plain busy loops
         hogs = [guarded(subprocess.Popen([sys.executable, "-c", "while True: pass"])) for _ in range(args.load)]

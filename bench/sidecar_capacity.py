@@ -23,6 +23,9 @@ metadata-only ownership GETs (protobuf), 2-3 transformed GETs of a copy (a live 
 read and the policy's sync each), and the two DELETEs: 21.5 requests a job, a fifth of
 them transformed. The Go proxy relays the same requests to the same worker (nothing
 transformed: what a proxy in Go costs for the traffic, not for the policy).
+With ``--floor`` the same load also goes through the floor relay (``sidecar.serve_floor``:
+two TLS legs, bytes copied, nothing parsed, the admin's client certificate shown to the
+worker): the least a Python TLS relay costs on this machine, before any HTTP or policy.
 
 Sides alternate for ``--rounds`` rounds (sidecar, Go proxy, Go proxy, sidecar, ...) so
 both see the same machine; each round warms up, then measures ``--seconds``. The goal is
@@ -33,19 +36,21 @@ it is at or above 100, missed when none of it is, unresolved (more ``--rounds``)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import os
 import random
 import statistics
+import subprocess
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sidecar import ORIGIN, Side, cpu_seconds, manager_run, pct, worker_status
+from sidecar import ORIGIN, Side, cpu_seconds, floor_relay, manager_run, pct, worker_status
 from sidecar_real import (
     CLIENT_QPS,
     CLIENTS_PER_WORKER,
@@ -61,6 +66,7 @@ from sidecar_real import (
 from sidecar_versus import DELETE_OPTIONS, METADATA, workload
 
 from mkpolicy.testing.peers.multikueue import KUEUE_API, RealMultiKueue
+from mkpolicy.testing.peers.pki import write_private
 from mkpolicy.testing.peers.processes import free_port
 
 #: Requests a second one worker sends at most (Kueue's client limits).
@@ -69,8 +75,10 @@ RATE = CLIENT_QPS * CLIENTS_PER_WORKER
 WARMUP_S = 3.0
 #: Seconds each process's idle CPU is measured over before the load.
 IDLE_S = 10.0
-#: The two sides, in the order they are reported.
+#: The two sides every run measures, in the order they are reported.
 SIDES = ("sidecar", "goproxy")
+#: The side ``--floor`` adds: the least any Python TLS relay costs (``sidecar.serve_floor``).
+FLOOR = "floor"
 #: Seconds a request may take before it counts as failed (a stalled load is an error, not a hang).
 REQUEST_TIMEOUT = 60.0
 #: The goal: workers one sidecar core serves at those limits.
@@ -309,8 +317,31 @@ def goal_verdict(low: float, high: float) -> str:
     return "unresolved: more --rounds"
 
 
-def run(workers: int, seconds: float, rounds: int, kueue_version: str, tmp: Path) -> dict[str, Any]:
-    """The sidecar and the Go proxy in turn under ``workers`` workers' load; the figures of each."""
+@contextlib.contextmanager
+def floor(mk: RealMultiKueue, folder: Path) -> Iterator[tuple[str, str, int]]:
+    """The floor relay in front of the real worker, showing it the admin's client certificate: its URL, CA and
+    pid."""
+    pki = mk.plane.pki
+    cert = write_private(folder / "admin.crt", pki.admin.cert_pem)
+    key = write_private(folder / "admin.key", pki.admin.key_pem)
+    proc, info = floor_relay(mk.workers[WORKER].url, pki.ca.cert_pem.decode(), str(cert), str(key))
+    try:
+        yield info["url"], info["ca"], proc.pid
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def run(
+    workers: int, seconds: float, rounds: int, kueue_version: str, tmp: Path, with_floor: bool = False
+) -> dict[str, Any]:
+    """The sidecar and the Go proxy (and the floor relay) in turn under ``workers`` workers' load; the figures
+    of each."""
     from mkpolicy.testing.peers import build
 
     build.ensure([*build.all_peers([kueue_version]), build.goproxy()], log=log)
@@ -319,12 +350,17 @@ def run(workers: int, seconds: float, rounds: int, kueue_version: str, tmp: Path
         # this script plays the manager's Kueue (the worker's stays: its webhooks admit the Workloads)
         mk.kueues["manager"].process.stop()
         namespaces = seed(mk, workers)
-        with CapacitySidecar(mk, workers, tmp / "capacity") as sidecar, go_proxy(mk, WORKER, tmp / "goproxy") as go:
+        with contextlib.ExitStack() as stack:
+            sidecar = stack.enter_context(CapacitySidecar(mk, workers, tmp / "capacity"))
+            go = stack.enter_context(go_proxy(mk, WORKER, tmp / "goproxy"))
             assert sidecar.process.pid is not None and go.process.pid is not None
             sides: dict[str, tuple[list[Side], int]] = {
                 "sidecar": (sidecar.sides(), sidecar.process.pid),
                 "goproxy": ([Side(go.url, go.token, go.ca.cert_pem.decode())] * workers, go.process.pid),
             }
+            if with_floor:  # (the relay passes no token: the worker takes its client certificate)
+                url, ca, pid = stack.enter_context(floor(mk, tmp / "floor"))
+                sides[FLOOR] = ([Side(url, "none", ca)] * workers, pid)
             idle = {name: idle_rate(pid) for name, (_, pid) in sides.items()}
             order = list(sides)
             windows: dict[str, list[dict[str, Any]]] = {name: [] for name in sides}
@@ -384,15 +420,10 @@ def pool(files: list[Path]) -> dict[str, Any]:
             raise ValueError(f"{path}:{exc.lineno}:{exc.colno}: expected a --capacity --json output; "
                              f"found invalid JSON ({exc.msg})") from None  # fmt: skip
         try:
-            complete = all(run_[key] is not None for key in (*SAME_LOAD, "cpus", "loadavg")) and all(
-                run_[side]["idle_ms_per_s"] >= 0
-                and run_[side]["rounds"]
-                and all(set(w) >= ROUND_KEYS for w in run_[side]["rounds"])
-                for side in SIDES
-            )
+            complete = all(run_[key] is not None for key in (*SAME_LOAD, "cpus", "loadavg"))
         except (KeyError, TypeError):
             complete = False
-        if not complete:
+        if not complete or not all(_complete(run_, side) for side in SIDES):
             raise ValueError(
                 f"{path}: expected a --capacity --json output ({', '.join(SAME_LOAD)}, and the rounds of the "
                 f"{' and the '.join(SIDES)}); found {str(run_)[:80]!r}"
@@ -405,13 +436,27 @@ def pool(files: list[Path]) -> dict[str, Any]:
     first = runs[0]
     results: dict[str, Any] = {key: first[key] for key in SAME_LOAD}
     results.update(files=[str(f) for f in files], rounds=sum(r["rounds"] for r in runs))
-    for side in SIDES:
+    for side in (*SIDES, *((FLOOR,) if all(_complete(r, FLOOR) for r in runs) else ())):
         got = [w for r in runs for w in r[side]["rounds"]]
         spans = [sum(w["window_s"] for w in r[side]["rounds"]) for r in runs]
         idle = sum(r[side]["idle_ms_per_s"] / 1000 * span for r, span in zip(runs, spans, strict=True)) / sum(spans)
         results[side] = summary(got, idle)
     results.update(offered=first["workers"] * RATE, loadavg=max(r["loadavg"] for r in runs), cpus=first["cpus"])
     return results
+
+
+def _complete(run_: Any, side: str) -> bool:
+    """``run_`` holds ``side``'s measured rounds."""
+    try:
+        got = run_[side]
+        return bool(got["idle_ms_per_s"] >= 0 and got["rounds"] and all(set(w) >= ROUND_KEYS for w in got["rounds"]))
+    except (KeyError, TypeError):
+        return False
+
+
+def sides(r: dict[str, Any]) -> list[str]:
+    """The sides a run or a pool measured, in the order they are reported."""
+    return [*SIDES, *((FLOOR,) if FLOOR in r else ())]
 
 
 def report(r: dict[str, Any]) -> None:
@@ -423,7 +468,7 @@ def report(r: dict[str, Any]) -> None:
     )
     print(f"{'':10} {'served/s':>9} {'p50 ms':>7} {'p99 ms':>7} {'cores':>6} {'CPU ms/request':>15} "
           f"{'(no idle)':>9} {'workers/core':>13}")  # fmt: skip
-    for name in SIDES:
+    for name in sides(r):
         s = r[name]
         print(
             f"{name:10} {s['rate']:9.0f} {s['p50_ms']:7.1f} {s['p99_ms']:7.1f} {s['cores']:6.2f} "
@@ -437,7 +482,13 @@ def report(r: dict[str, Any]) -> None:
         f"{GOAL_WORKERS}: {goal_verdict(low, high)}); the Go proxy {go['workers_per_core']:.0f}; sidecar/Go CPU per "
         f"request {side['cpu_per_request_ms'] / go['cpu_per_request_ms']:.2f}x"
     )
-    for name in SIDES:
+    if FLOOR in r:
+        floor_ms = r[FLOOR]["cpu_per_request_ms"]
+        print(
+            f"the floor relay (two TLS legs, bytes copied, nothing parsed) {floor_ms:.3f} ms a request: the sidecar "
+            f"{side['cpu_per_request_ms'] / floor_ms:.2f}x it, the Go proxy {go['cpu_per_request_ms'] / floor_ms:.2f}x"
+        )
+    for name in sides(r):
         figures = ", ".join(f"{f:.0f}" for f in r[name]["workers_per_core_by_round"])
         print(f"{name} workers per core, round by round: {figures}")
     kinds = side["rounds"][0]["by_kind_p50_ms"]
@@ -446,8 +497,11 @@ def report(r: dict[str, Any]) -> None:
     print(f"({load} {r['loadavg']:.1f} on {r['cpus']} CPUs)")
 
 
-def main(workers: int, seconds: float, rounds: int, kueue_version: str, as_json: bool) -> int:
+def main(workers: int, seconds: float, rounds: int, kueue_version: str, as_json: bool, with_floor: bool = False) -> int:
     """Run and print."""
     return print_run(
-        "mkpolicy-bench-capacity-", lambda tmp: run(workers, seconds, rounds, kueue_version, tmp), report, as_json
+        "mkpolicy-bench-capacity-",
+        lambda tmp: run(workers, seconds, rounds, kueue_version, tmp, with_floor),
+        report,
+        as_json,
     )

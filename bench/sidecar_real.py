@@ -788,7 +788,7 @@ def print_run(prefix: str, run: Callable[[Path], dict[str, Any]], report: Callab
 
 def main(argv: list[str]) -> int:
     """``bench/sidecar.py --real [--jobs N] [--requests N] [--rounds N] [--posts N] [--kueue-version V] [--json]
-    [--against SRC | --capacity N [--seconds S] | --pool FILE... | --pool-capacity FILE...]``."""
+    [--against SRC | --capacity N [--seconds S] [--floor] | --pool FILE... | --pool-capacity FILE...]``."""
     import argparse
 
     parser = argparse.ArgumentParser(
@@ -823,6 +823,12 @@ def main(argv: list[str]) -> int:
         "(bench/sidecar_capacity.py)",
     )
     parser.add_argument("--seconds", type=float, help="with --capacity: seconds measured a round (default 30)")
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="with --capacity: the same load through a third side, the floor relay (the least any Python TLS relay "
+        "does: two TLS legs, bytes copied, nothing parsed): what Python costs before mkpolicy does anything",
+    )
     parser.add_argument(
         "--samples",
         metavar="FILE",
@@ -877,13 +883,15 @@ def main(argv: list[str]) -> int:
     if args.seconds is not None and (args.capacity is None or args.seconds <= 0):
         parser.error(f"--seconds: expected a positive number of seconds with --capacity N, got {args.seconds:g}"
                      + ("" if args.capacity is not None else " without --capacity"))  # fmt: skip
+    if args.floor and args.capacity is None:
+        parser.error("--floor: a third side of the --capacity N load; give --capacity N")
     if build.go_binary() is None:
         parser.error("--real needs a Go toolchain to build the peers ('go' is not on PATH)")
     if args.capacity is not None:
         import sidecar_capacity
 
         version = build.normalize_kueue_version(args.kueue_version)
-        return sidecar_capacity.main(args.capacity, args.seconds or 30.0, args.rounds, version, args.json)
+        return sidecar_capacity.main(args.capacity, args.seconds or 30.0, args.rounds, version, args.json, args.floor)
     if args.against:
         import sidecar_versus
 

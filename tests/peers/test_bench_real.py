@@ -148,16 +148,17 @@ def test_the_latency_goal_is_read_on_the_interval(sidecar: list[float], verdict:
 @pytest.mark.real_peers
 @pytest.mark.timeout(600)
 def test_real_peer_capacity_bench_runs_tiny(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    """``--real --capacity N``: N workers' load through the sidecar and the Go proxy; every request answered
-    as Kueue expects (the bench fails on any other answer), the figures there and positive."""
+    """``--real --capacity N --floor``: N workers' load through the sidecar, the Go proxy and the floor relay;
+    every request answered as Kueue expects (the bench fails on any other answer), the figures there and
+    positive."""
     require_peers()
     argv = [sys.executable, str(ROOT / "bench" / "sidecar.py"), "--real", "--capacity", "2", "--seconds", "2",
-            "--rounds", "1", "--json"]  # fmt: skip
+            "--rounds", "1", "--floor", "--json"]  # fmt: skip
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=540, check=False)
     assert proc.returncode == 0, proc.stderr[-4000:]
     r = json.loads(proc.stdout)
     assert r["workers"] == 2 and r["offered"] == 30
-    for side in ("sidecar", "goproxy"):
+    for side in ("sidecar", "goproxy", "floor"):
         (window,) = r[side]["rounds"]
         assert window["requests"] > 0 and window["errors"] == 0 and window["watch_events"] > 0, side
         # Kueue's reads of every kind were sent and answered within the window (its writes may fall outside it)
@@ -169,13 +170,14 @@ def test_real_peer_capacity_bench_runs_tiny(capsys: pytest.CaptureFixture[str], 
     bench_module("sidecar_capacity").report(r)
     table = capsys.readouterr().out
     assert "one sidecar core serves" in table and "95% interval over the rounds" in table and "the Go proxy" in table
-    assert "sidecar workers per core, round by round" in table
+    assert "sidecar workers per core, round by round" in table and "floor workers per core" in table
+    assert "the floor relay (two TLS legs, bytes copied, nothing parsed)" in table
     # its --json output pools (--pool-capacity): twice the same run is that run's figures over twice the rounds
     output = tmp_path / "capacity.json"
     output.write_text(proc.stdout)
     pooled = bench_module("sidecar_capacity").pool([output, output])
     assert pooled["rounds"] == 2
-    for side in ("sidecar", "goproxy"):
+    for side in ("sidecar", "goproxy", "floor"):
         for key in ("cpu_per_request_ms", "net_cpu_per_request_ms", "workers_per_core", "idle_ms_per_s"):
             assert pooled[side][key] == pytest.approx(r[side][key]), (side, key)
 
@@ -242,6 +244,24 @@ def test_capacity_runs_pool_into_one_table(tmp_path: Path) -> None:
     pooled = bench_module("sidecar_capacity").pool(runs)
     low, high = pooled["sidecar"]["workers_per_core_interval"]
     assert 1000 / (15 * 0.70) <= low < 100 < high <= 1000 / (15 * 0.60)  # each run's rounds in the resamples
+    assert "floor" not in pooled and "the floor relay" not in proc.stdout  # (neither run measured it)
+
+
+def test_the_floor_pools_when_every_run_measured_it(tmp_path: Path) -> None:
+    """``--floor`` adds a third side; pooled runs keep it when each of them has it, and leave it out otherwise
+    (what the goal is read on, the sidecar and the Go proxy, pools either way)."""
+    capacity = bench_module("sidecar_capacity")
+    with_floor = _capacity_output({"sidecar": [0.60] * 2, "goproxy": [0.50] * 2, "floor": [0.30] * 2})
+    without = _capacity_output({"sidecar": [0.70] * 2, "goproxy": [0.50] * 2})
+    paths = {name: tmp_path / f"{name}.json" for name in ("a", "b", "c")}
+    for name, output in zip(paths, (with_floor, with_floor, without), strict=True):
+        paths[name].write_text(json.dumps(output))
+    both = capacity.pool([paths["a"], paths["b"]])
+    assert capacity.sides(both) == ["sidecar", "goproxy", "floor"]
+    assert both["floor"]["cpu_per_request_ms"] == pytest.approx(0.30)
+    mixed = capacity.pool([paths["a"], paths["c"]])
+    assert capacity.sides(mixed) == ["sidecar", "goproxy"]
+    assert mixed["sidecar"]["cpu_per_request_ms"] == pytest.approx(0.65)
 
 
 @pytest.mark.parametrize(("first", "second", "message"), [
@@ -277,8 +297,9 @@ def test_pool_capacity_refuses_what_does_not_pool(
     (["--posts", "0"], "--posts: expected 1 or more, got 0"),
     (["--capacity", "2", "--samples", "x.jsonl"], "--samples: the end-to-end run's figures; --capacity and"),
     (["--pool", "a.jsonl", "--pool-capacity", "b.json"], "--pool and --pool-capacity: one at a time"),
+    (["--floor"], "--floor: a third side of the --capacity N load; give --capacity N"),
 ], ids=["no-workers", "no-seconds", "seconds-alone", "no-rounds", "no-jobs", "no-requests", "no-posts",
-        "samples-of-capacity", "two-pools"])  # fmt: skip
+        "samples-of-capacity", "two-pools", "floor-alone"])  # fmt: skip
 def test_options_are_checked_before_anything_starts(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
