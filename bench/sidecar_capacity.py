@@ -40,6 +40,7 @@ import contextlib
 import itertools
 import json
 import os
+import platform
 import random
 import statistics
 import subprocess
@@ -345,7 +346,8 @@ def run(
     from mkpolicy.testing.peers import build
 
     build.ensure([*build.all_peers([kueue_version]), build.goproxy()], log=log)
-    results: dict[str, Any] = {"kueue": kueue_version, "workers": workers, "seconds": seconds, "rounds": rounds}
+    results: dict[str, Any] = {"kueue": kueue_version, "workers": workers, "seconds": seconds, "rounds": rounds,
+                               "python": platform.python_version()}  # fmt: skip
     with multikueue_alone(kueue_version, tmp) as mk:
         # this script plays the manager's Kueue (the worker's stays: its webhooks admit the Workloads)
         mk.kueues["manager"].process.stop()
@@ -432,10 +434,17 @@ def pool(files: list[Path]) -> dict[str, Any]:
             if runs and run_[key] != runs[0][key]:
                 raise ValueError(f"{path}: {key} {run_[key]}, where {files[0]} has {runs[0][key]}: "
                                  "rounds of different loads do not pool")  # fmt: skip
+        python = {r.get("python") for r in (*runs, run_)} - {None}  # (outputs before 2026-11-27 do not say)
+        if len(python) > 1:
+            raise ValueError(f"{path}: Python {run_.get('python')}, where an earlier file has "
+                             f"{' and '.join(sorted(python - {run_.get('python')}))}: the sidecar's CPU is "
+                             "the interpreter's; rounds of different interpreters do not pool")  # fmt: skip
         runs.append(run_)
     first = runs[0]
     results: dict[str, Any] = {key: first[key] for key in SAME_LOAD}
     results.update(files=[str(f) for f in files], rounds=sum(r["rounds"] for r in runs))
+    for python in {r.get("python") for r in runs} - {None}:  # (at most one: checked above)
+        results["python"] = python
     for side in (*SIDES, *((FLOOR,) if all(_complete(r, FLOOR) for r in runs) else ())):
         got = [w for r in runs for w in r[side]["rounds"]]
         spans = [sum(w["window_s"] for w in r[side]["rounds"]) for r in runs]
@@ -464,7 +473,7 @@ def report(r: dict[str, Any]) -> None:
     print(
         f"{r['workers']} workers at Kueue's client limits ({RATE} requests/s each, {PER_JOB:g} a job: Kueue's mix), "
         f"{r['offered']}/s offered; {r['rounds']} rounds of {r['seconds']:.0f}s a side, alternating; Kueue "
-        f"{r['kueue']}"
+        f"{r['kueue']}" + (f"; the sidecar on Python {r['python']}" if r.get("python") else "")
     )
     print(f"{'':10} {'served/s':>9} {'p50 ms':>7} {'p99 ms':>7} {'cores':>6} {'CPU ms/request':>15} "
           f"{'(no idle)':>9} {'workers/core':>13}")  # fmt: skip
