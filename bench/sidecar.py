@@ -915,6 +915,8 @@ def main() -> int:
         serve_clusters(args.objects, args.events, args.worker_latency_ms, args.list_objects)
         return 0
     if args.serve_floor:
+        if len(args.serve_floor) not in (2, 4):
+            parser.error(f"--serve-floor: expected URL CA [CERT KEY]; found {len(args.serve_floor)} values")
         serve_floor(*args.serve_floor)
         return 0
     if args.serve_drip:
