@@ -347,7 +347,7 @@ def run(
 
     build.ensure([*build.all_peers([kueue_version]), build.goproxy()], log=log)
     results: dict[str, Any] = {"kueue": kueue_version, "workers": workers, "seconds": seconds, "rounds": rounds,
-                               "python": platform.python_version()}  # fmt: skip
+                               "python": platform.python_version(), "cpu": cpu_model()}  # fmt: skip
     with multikueue_alone(kueue_version, tmp) as mk:
         # this script plays the manager's Kueue (the worker's stays: its webhooks admit the Workloads)
         mk.kueues["manager"].process.stop()
@@ -404,6 +404,30 @@ def summary(got: list[dict[str, Any]], idle: float) -> dict[str, Any]:
 
 #: What a pooled run's rounds must share: they measure the same load.
 SAME_LOAD = ("kueue", "workers", "seconds")
+#: ... and on the same kind of machine, where the output says (key -> what it is, why it must be one).
+SAME_MACHINE = {
+    "python": ("Python", "the sidecar's CPU is the interpreter's; rounds of different interpreters do not pool"),
+    # one run read 102 workers per core on one CPU and 154 on another (bench/README.md)
+    "cpu": ("CPU", "the figures are the processor's; rounds of different processors do not pool"),
+}
+
+
+def cpu_model() -> str:
+    """The processor: its model name with its family and model numbers (``/proc/cpuinfo``: a VM may name
+    every generation "AMD EPYC"), else what the platform says."""
+    info: dict[str, str] = {}
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            name, _, value = line.partition(":")
+            if not name.strip():
+                break  # (the first processor's block is enough)
+            info.setdefault(name.strip(), value.strip())
+    if not info.get("model name"):
+        return platform.processor() or platform.machine()
+    numbers = ", ".join(f"{key} {info[key]}" for key in ("cpu family", "model") if info.get(key))
+    return f"{info['model name']} ({numbers})" if numbers else info["model name"]
+
+
 #: What the figures are made of, in each measured round.
 ROUND_KEYS = frozenset({"cpu_s", "window_s", "requests", "p50_ms", "p99_ms", "by_kind_p50_ms"})
 
@@ -434,17 +458,18 @@ def pool(files: list[Path]) -> dict[str, Any]:
             if runs and run_[key] != runs[0][key]:
                 raise ValueError(f"{path}: {key} {run_[key]}, where {files[0]} has {runs[0][key]}: "
                                  "rounds of different loads do not pool")  # fmt: skip
-        python = {r.get("python") for r in (*runs, run_)} - {None}  # (outputs before 2026-11-27 do not say)
-        if len(python) > 1:
-            raise ValueError(f"{path}: Python {run_.get('python')}, where an earlier file has "
-                             f"{' and '.join(sorted(python - {run_.get('python')}))}: the sidecar's CPU is "
-                             "the interpreter's; rounds of different interpreters do not pool")  # fmt: skip
+        for key, (what, why) in SAME_MACHINE.items():
+            seen = {r.get(key) for r in (*runs, run_)} - {None}  # (outputs before 2026-11-27 do not say)
+            if len(seen) > 1:
+                raise ValueError(f"{path}: {what} {run_.get(key)}, where an earlier file has "
+                                 f"{' and '.join(sorted(seen - {run_.get(key)}))}: {why}")  # fmt: skip
         runs.append(run_)
     first = runs[0]
     results: dict[str, Any] = {key: first[key] for key in SAME_LOAD}
     results.update(files=[str(f) for f in files], rounds=sum(r["rounds"] for r in runs))
-    for python in {r.get("python") for r in runs} - {None}:  # (at most one: checked above)
-        results["python"] = python
+    for key in SAME_MACHINE:
+        for value in {r.get(key) for r in runs} - {None}:  # (at most one: checked above)
+            results[key] = value
     for side in (*SIDES, *((FLOOR,) if all(_complete(r, FLOOR) for r in runs) else ())):
         got = [w for r in runs for w in r[side]["rounds"]]
         spans = [sum(w["window_s"] for w in r[side]["rounds"]) for r in runs]
@@ -473,7 +498,9 @@ def report(r: dict[str, Any]) -> None:
     print(
         f"{r['workers']} workers at Kueue's client limits ({RATE} requests/s each, {PER_JOB:g} a job: Kueue's mix), "
         f"{r['offered']}/s offered; {r['rounds']} rounds of {r['seconds']:.0f}s a side, alternating; Kueue "
-        f"{r['kueue']}" + (f"; the sidecar on Python {r['python']}" if r.get("python") else "")
+        f"{r['kueue']}"
+        + (f"; the sidecar on Python {r['python']}" if r.get("python") else "")
+        + (f"; CPU: {r['cpu']}" if r.get("cpu") else "")
     )
     print(f"{'':10} {'served/s':>9} {'p50 ms':>7} {'p99 ms':>7} {'cores':>6} {'CPU ms/request':>15} "
           f"{'(no idle)':>9} {'workers/core':>13}")  # fmt: skip

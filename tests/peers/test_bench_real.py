@@ -159,6 +159,7 @@ def test_real_peer_capacity_bench_runs_tiny(capsys: pytest.CaptureFixture[str], 
     assert proc.returncode == 0, proc.stderr[-4000:]
     r = json.loads(proc.stdout)
     assert r["workers"] == 2 and r["offered"] == 30 and r["python"] == platform.python_version()
+    assert r["cpu"] == bench_module("sidecar_capacity").cpu_model() and r["cpu"]
     for side in ("sidecar", "goproxy", "floor"):
         (window,) = r[side]["rounds"]
         assert window["requests"] > 0 and window["errors"] == 0 and window["watch_events"] > 0, side
@@ -218,7 +219,9 @@ def test_the_capacity_goal_is_read_on_the_interval_over_rounds(ms: list[float], 
     assert capacity.workers_interval(_rounds(ms)) == (low, high)  # seeded: the same rounds, the same interval
 
 
-def _capacity_output(ms: dict[str, list[float]], workers: int = 20, python: str = "3.11.7") -> dict[str, Any]:
+def _capacity_output(
+    ms: dict[str, list[float]], workers: int = 20, python: str = "3.11.7", cpu: str | None = "AMD EPYC"
+) -> dict[str, Any]:
     """A ``--capacity --json`` output whose rounds cost each side these CPU ms a request (30 s, 9,000 requests)."""
     def side(costs: list[float]) -> dict[str, Any]:
         rounds = [{"requests": 9000, "cpu_s": 9000 * m / 1000, "window_s": 30.0, "p50_ms": 4.0, "p99_ms": 90.0,
@@ -226,7 +229,8 @@ def _capacity_output(ms: dict[str, list[float]], workers: int = 20, python: str 
         return {"rounds": rounds, "idle_ms_per_s": 5.0}
 
     return {"kueue": "v0.19.2", "workers": workers, "seconds": 30.0, "rounds": len(ms["sidecar"]), "cpus": 2,
-            "loadavg": 2.0, "python": python, **{name: side(costs) for name, costs in ms.items()}}  # fmt: skip
+            "loadavg": 2.0, "python": python, **({"cpu": cpu} if cpu else {}),
+            **{name: side(costs) for name, costs in ms.items()}}  # fmt: skip
 
 
 def test_capacity_runs_pool_into_one_table(tmp_path: Path) -> None:
@@ -239,7 +243,9 @@ def test_capacity_runs_pool_into_one_table(tmp_path: Path) -> None:
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     assert f"pooled from {runs[0]}, {runs[1]}" in proc.stdout
-    assert "8 rounds of 30s a side, alternating; Kueue v0.19.2; the sidecar on Python 3.11.7" in proc.stdout
+    assert "8 rounds of 30s a side, alternating; Kueue v0.19.2; the sidecar on Python 3.11.7; CPU: AMD EPYC" in (
+        proc.stdout
+    )
     assert "one sidecar core serves 1000 / (0.650 ms x 15/s) = 103 workers" in proc.stdout
     assert "the Go proxy 133; sidecar/Go CPU per request 1.30x" in proc.stdout
     pooled = bench_module("sidecar_capacity").pool(runs)
@@ -273,13 +279,16 @@ def test_the_floor_pools_when_every_run_measured_it(tmp_path: Path) -> None:
     ("run", "other-workers", "{second}: workers 10, where {first} has 20: rounds of different loads do not pool"),
     ("run", "other-python", "{second}: Python 3.13.0, where an earlier file has 3.11.7: the sidecar's CPU is the "
                             "interpreter's; rounds of different interpreters do not pool"),
-], ids=["not-json", "samples-file", "not-capacity", "no-file", "other-load", "other-python"])  # fmt: skip
+    ("run", "other-cpu", "{second}: CPU Intel Xeon, where an earlier file has AMD EPYC: the figures are the "
+                         "processor's; rounds of different processors do not pool"),
+], ids=["not-json", "samples-file", "not-capacity", "no-file", "other-load", "other-python", "other-cpu"])  # fmt: skip
 def test_pool_capacity_refuses_what_does_not_pool(
     tmp_path: Path, first: str | None, second: str | None, message: str
 ) -> None:
     outputs = {"run": _capacity_output({"sidecar": [0.6], "goproxy": [0.5]}),
                "other-workers": _capacity_output({"sidecar": [0.6], "goproxy": [0.5]}, workers=10),
-               "other-python": _capacity_output({"sidecar": [0.6], "goproxy": [0.5]}, python="3.13.0")}  # fmt: skip
+               "other-python": _capacity_output({"sidecar": [0.6], "goproxy": [0.5]}, python="3.13.0"),
+               "other-cpu": _capacity_output({"sidecar": [0.6], "goproxy": [0.5]}, cpu="Intel Xeon")}  # fmt: skip
     paths = [tmp_path / "first.json", tmp_path / "second.json"]
     for path, content in zip(paths, (first, second), strict=True):
         if content is not None:
