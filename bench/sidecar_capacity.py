@@ -407,7 +407,7 @@ SAME_LOAD = ("kueue", "workers", "seconds")
 #: ... and on the same kind of machine, where the output says (key -> what it is, why it must be one).
 SAME_MACHINE = {
     "python": ("Python", "the sidecar's CPU is the interpreter's; rounds of different interpreters do not pool"),
-    # one run read 102 workers per core on one CPU and 154 on another (bench/README.md)
+    # the same sidecar read 102 workers per core on one host and 140 on a newer one (bench/README.md)
     "cpu": ("CPU", "the figures are the processor's; rounds of different processors do not pool"),
 }
 

@@ -220,7 +220,7 @@ def test_the_capacity_goal_is_read_on_the_interval_over_rounds(ms: list[float], 
 
 
 def _capacity_output(
-    ms: dict[str, list[float]], workers: int = 20, python: str = "3.11.7", cpu: str | None = "AMD EPYC"
+    ms: dict[str, list[float]], workers: int = 20, python: str = "3.11.7", cpu: str = "AMD EPYC"
 ) -> dict[str, Any]:
     """A ``--capacity --json`` output whose rounds cost each side these CPU ms a request (30 s, 9,000 requests)."""
     def side(costs: list[float]) -> dict[str, Any]:
@@ -229,8 +229,7 @@ def _capacity_output(
         return {"rounds": rounds, "idle_ms_per_s": 5.0}
 
     return {"kueue": "v0.19.2", "workers": workers, "seconds": 30.0, "rounds": len(ms["sidecar"]), "cpus": 2,
-            "loadavg": 2.0, "python": python, **({"cpu": cpu} if cpu else {}),
-            **{name: side(costs) for name, costs in ms.items()}}  # fmt: skip
+            "loadavg": 2.0, "python": python, "cpu": cpu, **{name: side(costs) for name, costs in ms.items()}}  # fmt: skip
 
 
 def test_capacity_runs_pool_into_one_table(tmp_path: Path) -> None:
