@@ -22,6 +22,9 @@ from mkpolicy.cli.dev_serve import (
 if TYPE_CHECKING:
     from mkpolicy.testing.peers.sidecar import SidecarProcess
 
+#: Where ``--real`` makes LocalQueue ``lq`` on every cluster (a namespace every cluster has).
+QUEUE_NAMESPACE = "default"
+
 MULTIKUEUE_DESCRIPTION = """\
 Bring up a MultiKueue on this machine — a manager cluster and N worker clusters — write a
 kubeconfig per cluster, and keep it running until interrupted (Ctrl-C, SIGTERM, or SIGHUP
@@ -39,8 +42,9 @@ Two kinds of clusters:
              run builds them: 10-20 minutes on 2 cores; then cached). MultiKueue is configured
              as in production: on the manager a ResourceFlavor, ClusterQueue "cq" with the
              MultiKueue AdmissionCheck "mk", MultiKueueConfig "mk", a MultiKueueCluster and
-             its kubeconfig Secret per worker; on each worker the same flavor and ClusterQueue.
-             Kueue dispatches Workloads to the workers, as it would across real clusters.
+             its kubeconfig Secret per worker; on each worker the same flavor and ClusterQueue;
+             on every cluster LocalQueue "lq" (to "cq") in namespace default. Kueue dispatches
+             Workloads queued there to the workers, as it would across real clusters.
 
 With --policies DIR, the mkpolicy sidecar runs between the manager and the workers
 ('mkpolicy sidecar --wire'): the MultiKueueCluster Secrets point at it and every object
@@ -176,15 +180,18 @@ def _sidecar_lines(sidecar: SidecarProcess | None) -> list[str]:
 def _real(args: argparse.Namespace, frameworks: list[str], out: Path) -> Iterator[list[str]]:
     """Real peers up (stopped on exit); yields what to tell the user."""
     from mkpolicy.testing.peers.build import KUEUE_VERSION
-    from mkpolicy.testing.peers.multikueue import RealMultiKueue
+    from mkpolicy.testing.peers.multikueue import CLUSTER_QUEUE, LOCAL_QUEUE, RealMultiKueue
 
     started = time.monotonic()
     mk = RealMultiKueue(args.workers, kueue_version=args.kueue_version or KUEUE_VERSION, frameworks=frameworks,
                         policies=Path(args.policies) if args.policies else None,
                         crds=[Path(c) for c in args.crd], kubeconfig_dir=out, pending_ok=True, log=_log)  # fmt: skip
     with mk:
+        mk.local_queues(QUEUE_NAMESPACE)  # (jobs can be queued at once, as on a configured cluster)
         yield [f"MultiKueue on real peers (Kueue {mk.kueue_version}) up in {time.monotonic() - started:.0f}s; "
                f"logs in {mk.run_dir}",
+               f"queue jobs in namespace {QUEUE_NAMESPACE}: LocalQueue {LOCAL_QUEUE} -> ClusterQueue {CLUSTER_QUEUE} "
+               "on every cluster",
                *_sidecar_lines(mk.sidecar),
                *kubeconfig_lines(mk.kubeconfig_files)]  # fmt: skip
 

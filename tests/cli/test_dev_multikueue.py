@@ -152,6 +152,11 @@ def test_real_multikueue_until_interrupted(tmp_path: Path) -> None:
             pytest.skip("kubectl is not installed")
         cluster = kubectl.json("get", "multikueuecluster", "worker1")
         assert [c["status"] for c in cluster["status"]["conditions"] if c["type"] == "Active"] == ["True"]
+        assert "queue jobs in namespace default: LocalQueue lq -> ClusterQueue cq on every cluster" in lines
+        for name in ("manager", "worker1"):  # jobs can be queued at once
+            queue = Kubectl.for_kubeconfig(out_dir / f"{name}.kubeconfig", tmp_path)
+            assert queue is not None
+            assert queue.json("get", "localqueue", "lq", "-n", "default")["spec"]["clusterQueue"] == "cq", name
         assert json.loads(kubectl.run("version", "-o", "json").stdout)["serverVersion"]["gitVersion"] == "v1.36.3"
     finally:
         out, _ = interrupted(proc)

@@ -250,13 +250,19 @@ class RealMultiKueue:
         """A namespace on every cluster with LocalQueue ``lq`` in it: to ClusterQueue ``cq`` on the
         workers, to ``manager_queue`` on the manager (``cq``, or a ClusterQueue :meth:`add_route` made)."""
         ns = name or f"mkpolicy-e2e-{secrets.token_hex(4)}"
+        for cluster in self.plane.clusters.values():
+            cluster.admin.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        self.local_queues(ns, manager_queue=manager_queue)
+        return ns
+
+    def local_queues(self, ns: str, *, manager_queue: str = CLUSTER_QUEUE) -> None:
+        """LocalQueue ``lq`` in the existing namespace ``ns`` of every cluster: to ClusterQueue ``cq`` on the
+        workers, to ``manager_queue`` on the manager."""
         for cluster_name, cluster in self.plane.clusters.items():
             queue = manager_queue if cluster_name == "manager" else CLUSTER_QUEUE
-            cluster.admin.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
             cluster.admin.create({"apiVersion": KUEUE_API, "kind": "LocalQueue",
                                   "metadata": {"name": LOCAL_QUEUE, "namespace": ns},
                                   "spec": {"clusterQueue": queue}})  # fmt: skip
-        return ns
 
     def add_route(self, name: str, workers: Sequence[str]) -> None:
         """A ClusterQueue ``name`` on the manager whose MultiKueue AdmissionCheck (``name``, with a
